@@ -1,0 +1,74 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "tokenguard",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "tokenguard", targets: ["tokenguard"]),
+        .library(name: "TokenGuardCore", targets: ["TokenGuardCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    ],
+    targets: [
+        // C system libraries: a modulemap and a tiny shim header each, nothing else.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CJWT", path: "Sources/CJWT", pkgConfig: "libjwt", providers: [.apt(["libjwt-dev"])]),
+
+        // The only Swift module that imports COpenSSL.
+        .target(
+            name: "TokenGuardCrypto",
+            dependencies: ["COpenSSL"],
+            swiftSettings: strictSettings
+        ),
+        // The verification core: JOSE, keys, claims, provider policies. No HTTP serving, no curl.
+        .target(
+            name: "TokenGuardCore",
+            dependencies: ["TokenGuardCrypto", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "tokenguard",
+            dependencies: ["TokenGuardCore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "bench",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "COpenSSL", "CJWT", "TokenGuardTestSupport"],
+            path: "Benchmarks/bench",
+            swiftSettings: strictSettings
+        ),
+
+        // Test support: key generation, token minting, libjwt reference verifier.
+        .target(
+            name: "TokenGuardTestSupport",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "CJWT"],
+            path: "Tests/TokenGuardTestSupport",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TokenGuardCryptoTests",
+            dependencies: ["TokenGuardCrypto", "TokenGuardCore", "TokenGuardTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TokenGuardCoreTests",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
+            exclude: ["Fixtures"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TokenGuardCLITests",
+            dependencies: ["TokenGuardCore", "TokenGuardTestSupport"],
+            swiftSettings: strictSettings
+        ),
+    ]
+)

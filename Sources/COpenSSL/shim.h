@@ -1,0 +1,35 @@
+#ifndef TOKENGUARD_COPENSSL_SHIM_H
+#define TOKENGUARD_COPENSSL_SHIM_H
+// OpenSSL 3 headers tokenguard uses. Only macros and variadics that Swift cannot
+// import get a typed `static inline` wrapper here; everything else is called directly.
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/param_build.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/rsa.h>
+
+/// `EVP_PKEY_PUBLIC_KEY` is a compound macro that Swift does not import.
+static inline int tg_evp_pkey_public_key_selection(void) { return EVP_PKEY_PUBLIC_KEY; }
+
+/// `BIO_get_mem_data` is a macro over `BIO_ctrl`.
+static inline long tg_bio_get_mem_data(BIO *bio, char **out) { return BIO_get_mem_data(bio, out); }
+
+/// `RSA_PSS_SALTLEN_DIGEST` (-1): the salt length equals the digest length, as RFC 7518 §3.5 requires.
+static inline int tg_rsa_pss_saltlen_digest(void) { return RSA_PSS_SALTLEN_DIGEST; }
+
+/// OSSL_PARAM_BLD keeps the *name* pointer of each pushed parameter until it builds, so names must have static
+/// storage. Swift turns a string argument into a temporary C string, which would dangle; these return the
+/// header's own string literals instead.
+static inline const char *tg_param_rsa_n(void) { return OSSL_PKEY_PARAM_RSA_N; }
+static inline const char *tg_param_rsa_e(void) { return OSSL_PKEY_PARAM_RSA_E; }
+static inline const char *tg_param_group_name(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
+static inline const char *tg_param_pub_key(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
+
+#endif

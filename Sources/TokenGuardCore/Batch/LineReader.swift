@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Reads newline-delimited records from a file descriptor with a bounded line length.
+///
+/// A line longer than the bound is reported as ``Line/tooLong(_:)`` and skipped to its end without being
+/// buffered, so memory stays bounded whatever the input holds.
+public struct LineReader {
+    public enum Line: Equatable, Sendable {
+        case line([UInt8])
+        case tooLong(Int)
+    }
+
+    private let fd: Int32
+    private let maximumLineBytes: Int
+    private var buffer: [UInt8]
+    private var start = 0
+    private var end = 0
+    private var finished = false
+
+    public init(fileDescriptor: Int32, maximumLineBytes: Int) {
+        self.fd = fileDescriptor
+        self.maximumLineBytes = maximumLineBytes
+        self.buffer = [UInt8](repeating: 0, count: max(65_536, maximumLineBytes + 1))
+    }
+
+    /// The next line without its terminator (`\n`, or `\r\n`), or nil at end of input.
+    public mutating func next() throws(IOError) -> Line? {
+        var discarding = 0  // bytes of an over-long line skipped so far
+        while true {
+            if let newline = buffer[start..<end].firstIndex(of: UInt8(ascii: "\n")) {
+                let lineEnd = newline
+                defer { start = newline + 1 }
+                if discarding > 0 { return .tooLong(discarding + (lineEnd - start)) }
+                var line = Array(buffer[start..<lineEnd])
+                if line.last == UInt8(ascii: "\r") { line.removeLast() }
+                if line.count > maximumLineBytes { return .tooLong(line.count) }
+                return .line(line)
+            }
+            if finished {
+                if start == end { return discarding > 0 ? .tooLong(discarding) : nil }
+                defer { start = end }
+                if discarding > 0 { return .tooLong(discarding + end - start) }
+                let line = Array(buffer[start..<end])
+                return line.count > maximumLineBytes ? .tooLong(line.count) : .line(line)
+            }
+            if end - start > maximumLineBytes {
+                discarding += end - start
+                start = 0
+                end = 0
+            } else if start > 0 {
+                // Compact: move the partial line to the front.
+                let count = end - start
+                for index in 0..<count { buffer[index] = buffer[start + index] }
+                start = 0
+                end = count
+            }
+            if end == buffer.count {
+                discarding += end - start
+                start = 0
+                end = 0
+            }
+            let readCount = buffer.withUnsafeMutableBytes { raw in
+                read(fd, raw.baseAddress! + end, raw.count - end)
+            }
+            if readCount < 0 {
+                if errno == EINTR { continue }
+                throw IOError(message: "read failed: errno \(errno)")
+            }
+            if readCount == 0 { finished = true } else { end += readCount }
+        }
+    }
+}
+
+public struct IOError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}

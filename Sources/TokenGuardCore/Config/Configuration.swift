@@ -1,0 +1,242 @@
+import Foundation
+import TokenGuardCrypto
+import Yams
+
+/// tokenguard's configuration (contract: Config). YAML or JSON; unknown keys are errors, not ignored, so
+/// a typo in a security setting cannot silently fall back to a default.
+public struct Configuration: Sendable {
+    public var listen = "127.0.0.1:8080"
+    public var leewaySeconds = ProviderPolicy.defaultLeewaySeconds
+    public var maxTokenBytes = ProviderPolicy.defaultMaxTokenBytes
+    public var keyArchive = "tokenguard-keys.sqlite"
+    public var providers: [ProviderConfiguration] = []
+
+    public init() {}
+
+    public func provider(named name: String) -> ProviderConfiguration? { providers.first { $0.name == name } }
+}
+
+/// One entry under `providers:`.
+public struct ProviderConfiguration: Sendable {
+    public let name: String
+    public let policy: ProviderPolicy
+    /// Where the keys come from.
+    public let keys: KeyLocation
+
+    public enum KeyLocation: Sendable, Equatable {
+        case jwksURL(String)
+        case jwksFile(String)
+    }
+}
+
+extension Configuration {
+    /// Largest config file read.
+    public static let maximumFileBytes = 1 << 20
+
+    /// Loads the file at `path`, or the one `TOKENGUARD_CONFIG` names when `path` is nil.
+    public static func load(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> Configuration {
+        guard let path = path ?? environment["TOKENGUARD_CONFIG"] else {
+            throw ConfigError("", "no config file given (--config FILE or TOKENGUARD_CONFIG)")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else { throw ConfigError("", "cannot read config file \(path)") }
+        guard data.count <= maximumFileBytes else { throw ConfigError("", "config file \(path) is larger than 1 MiB") }
+        guard let text = String(data: data, encoding: .utf8) else { throw ConfigError("", "config file \(path) is not UTF-8") }
+        let directory = (path as NSString).deletingLastPathComponent
+        var configuration = try parse(yaml: text, baseDirectory: directory.isEmpty ? "." : directory)
+        if let listen = environment["TOKENGUARD_LISTEN"] { configuration.listen = try validatedListen(listen, key: "TOKENGUARD_LISTEN") }
+        return configuration
+    }
+
+    /// Parses configuration text. Relative `jwks_file` paths are resolved against `baseDirectory`.
+    public static func parse(yaml: String, baseDirectory: String = ".") throws(ConfigError) -> Configuration {
+        let root: Node
+        do {
+            guard let node = try Yams.compose(yaml: yaml) else { return Configuration() }
+            root = node
+        } catch {
+            throw ConfigError("", "not valid YAML: \(error)")
+        }
+        let top = try ConfigNode(root, key: "").mapping(allowed: [
+            "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers",
+        ])
+        var configuration = Configuration()
+        if let listen = top["listen"] { configuration.listen = try validatedListen(try listen.string(), key: listen.key) }
+        if let leeway = top["leeway_seconds"] { configuration.leewaySeconds = Int64(try leeway.int(in: 0...600)) }
+        if let max = top["max_token_bytes"] { configuration.maxTokenBytes = try max.int(in: 512...1_048_576) }
+        if let archive = top["key_archive"] { configuration.keyArchive = try archive.string() }
+        if let replay = top["replay"] {
+            // Refused rather than ignored: a user who asks for replay protection must not silently run without it.
+            throw ConfigError(replay.key, "replay protection is not available in this build of tokenguard")
+        }
+        if let providers = top["providers"] {
+            for (name, node) in try providers.entries() {
+                configuration.providers.append(try parseProvider(name: name, node: node, defaults: configuration, baseDirectory: baseDirectory))
+            }
+        }
+        return configuration
+    }
+
+    static func validatedListen(_ value: String, key: String) throws(ConfigError) -> String {
+        guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]), (0...65535).contains(port),
+            colon > value.startIndex
+        else { throw ConfigError(key, "must be HOST:PORT, e.g. 127.0.0.1:8080") }
+        return value
+    }
+
+    static func parseProvider(name: String, node: ConfigNode, defaults: Configuration, baseDirectory: String) throws(ConfigError) -> ProviderConfiguration {
+        let fields = try node.mapping(allowed: [
+            "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms",
+            "client_id", "client_secret_env", "app_id", "app_secret_env", "api_url", "graph_url",
+        ])
+        let kindName = try fields["kind"]?.string() ?? name
+        guard let kind = ProviderKind(rawValue: kindName) else {
+            let kinds = ProviderKind.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ConfigError(fields["kind"]?.key ?? node.key, "unknown provider kind \"\(kindName)\" (kinds: \(kinds); set kind: for a custom name)")
+        }
+        guard kind.isJWS else {
+            throw ConfigError(node.key, "provider kind \(kind.rawValue) (opaque access tokens) is not available in this build of tokenguard")
+        }
+        guard let audiencesNode = fields["audiences"] else { throw ConfigError("\(node.key).audiences", "is required") }
+        let audiences = try audiencesNode.stringList()
+        guard !audiences.isEmpty, audiences.allSatisfy({ !$0.isEmpty }) else {
+            throw ConfigError(audiencesNode.key, "must be a non-empty list of non-empty strings")
+        }
+
+        var policy: ProviderPolicy
+        switch kind {
+        case .apple: policy = .apple(name: name, audiences: audiences)
+        case .facebookLimited: policy = .facebookLimited(name: name, audiences: audiences)
+        case .microsoft:
+            var rule = TenantRule.any
+            if let tenantsNode = fields["tenants"] {
+                guard let parsed = TenantRule.parse(try tenantsNode.stringList()) else {
+                    throw ConfigError(tenantsNode.key, "must be [\"*\"], [\"organizations\"], [\"consumers\"] or a list of tenant GUIDs")
+                }
+                rule = parsed
+            }
+            policy = .microsoft(name: name, audiences: audiences, tenants: rule)
+        case .oidc:
+            guard let issuerNode = fields["issuer"] else { throw ConfigError("\(node.key).issuer", "is required for kind oidc") }
+            policy = .oidc(name: name, issuer: try issuerNode.url(), audiences: audiences)
+        case .github, .facebookClassic:
+            throw ConfigError(node.key, "not a JWS provider")
+        }
+        if kind != .oidc, let issuerNode = fields["issuer"] {
+            let issuer = try issuerNode.url()
+            policy.issuers = kind == .microsoft ? .tenantTemplate(issuer) : .exact([issuer])
+        }
+        if kind != .microsoft, let tenants = fields["tenants"] { throw ConfigError(tenants.key, "only applies to kind microsoft") }
+        if let nonceNode = fields["nonce"] {
+            guard let mode = NonceMode(rawValue: try nonceNode.string()) else { throw ConfigError(nonceNode.key, "must be sha256 or raw") }
+            policy.nonceMode = mode
+        }
+        if let required = fields["nonce_required"] { policy.nonceRequired = try required.bool() }
+        if let algorithmsNode = fields["algorithms"] {
+            var algorithms: Set<SignatureAlgorithm> = []
+            for entry in try algorithmsNode.stringList() {
+                guard let alg = SignatureAlgorithm(rawValue: entry) else {
+                    throw ConfigError(algorithmsNode.key, "\"\(entry)\" is not an accepted algorithm (RS/PS/ES 256/384/512, EdDSA)")
+                }
+                algorithms.insert(alg)
+            }
+            guard !algorithms.isEmpty else { throw ConfigError(algorithmsNode.key, "must not be empty") }
+            policy.algorithms = algorithms
+        }
+        for opaqueOnly in ["client_id", "client_secret_env", "app_id", "app_secret_env", "api_url", "graph_url"] {
+            if let field = fields[opaqueOnly] { throw ConfigError(field.key, "does not apply to kind \(kind.rawValue)") }
+        }
+        policy.leewaySeconds = defaults.leewaySeconds
+        policy.maxTokenBytes = defaults.maxTokenBytes
+
+        let keys: ProviderConfiguration.KeyLocation
+        switch (fields["jwks_url"], fields["jwks_file"]) {
+        case (.some(let url), .some):
+            throw ConfigError(url.key, "give jwks_url or jwks_file, not both")
+        case (.some(let url), nil):
+            keys = .jwksURL(try url.url())
+        case (nil, .some(let file)):
+            let path = try file.string()
+            keys = .jwksFile(path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)")
+        case (nil, nil):
+            switch kind {
+            case .apple: keys = .jwksURL("https://appleid.apple.com/auth/keys")
+            case .facebookLimited: keys = .jwksURL("https://limited.facebook.com/.well-known/oauth/openid/jwks/")
+            case .microsoft: keys = .jwksURL("https://login.microsoftonline.com/common/discovery/v2.0/keys")
+            default: throw ConfigError("\(node.key).jwks_url", "is required for kind \(kind.rawValue) (or jwks_file)")
+            }
+        }
+        return ProviderConfiguration(name: name, policy: policy, keys: keys)
+    }
+}
+
+/// A YAML node with its dotted key path, for typed reads that fail with the key's name.
+struct ConfigNode {
+    let node: Node
+    let key: String
+
+    init(_ node: Node, key: String) {
+        self.node = node
+        self.key = key
+    }
+
+    private func child(_ name: String) -> String { key.isEmpty ? name : "\(key).\(name)" }
+
+    func mapping(allowed: Set<String>) throws(ConfigError) -> [String: ConfigNode] {
+        var result: [String: ConfigNode] = [:]
+        for (name, value) in try entries() {
+            guard allowed.contains(name) else { throw ConfigError(child(name), "unknown key") }
+            result[name] = value
+        }
+        return result
+    }
+
+    /// Mapping entries in file order.
+    func entries() throws(ConfigError) -> [(String, ConfigNode)] {
+        guard let mapping = node.mapping else { throw ConfigError(key, "must be a mapping") }
+        var result: [(String, ConfigNode)] = []
+        for (keyNode, value) in mapping {
+            guard case .scalar = keyNode, let name = keyNode.string else { throw ConfigError(key, "keys must be strings") }
+            result.append((name, ConfigNode(value, key: child(name))))
+        }
+        return result
+    }
+
+    func string() throws(ConfigError) -> String {
+        guard case .scalar(let scalar) = node else { throw ConfigError(key, "must be a string") }
+        return scalar.string
+    }
+
+    func int(in range: ClosedRange<Int>) throws(ConfigError) -> Int {
+        guard case .scalar = node, let value = node.int else { throw ConfigError(key, "must be an integer") }
+        guard range.contains(value) else { throw ConfigError(key, "must be between \(range.lowerBound) and \(range.upperBound)") }
+        return value
+    }
+
+    func bool() throws(ConfigError) -> Bool {
+        guard case .scalar = node, let value = node.bool else { throw ConfigError(key, "must be true or false") }
+        return value
+    }
+
+    func stringList() throws(ConfigError) -> [String] {
+        guard case .sequence(let sequence) = node else { throw ConfigError(key, "must be a list") }
+        var result: [String] = []
+        for element in sequence {
+            guard case .scalar(let scalar) = element else { throw ConfigError(key, "must be a list of strings") }
+            result.append(scalar.string)
+        }
+        return result
+    }
+
+    /// An absolute http(s) URL. Plain http is accepted only for loopback hosts (tests, the dev IdP).
+    func url() throws(ConfigError) -> String {
+        let value = try string()
+        guard let components = URLComponents(string: value), let scheme = components.scheme?.lowercased(), let host = components.host,
+            !host.isEmpty
+        else { throw ConfigError(key, "must be an absolute https URL") }
+        switch scheme {
+        case "https": return value
+        case "http" where ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host.lowercased()): return value
+        default: throw ConfigError(key, "must use https (plain http only for loopback addresses)")
+        }
+    }
+}

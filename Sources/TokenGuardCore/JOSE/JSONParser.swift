@@ -1,0 +1,263 @@
+/// A strict RFC 8259 JSON parser over bytes.
+///
+/// Strict where lenient parsers are dangerous: duplicate member names are an error (two parsers reading the
+/// same token differently is a classic JWT bypass), nesting depth is bounded, UTF-8 must be valid, lone
+/// surrogates are refused, and nothing but whitespace may follow the value. No Foundation, no `Any`.
+public struct JSONParser {
+    public struct Error: Swift.Error, Sendable, Equatable, CustomStringConvertible {
+        public let message: String
+        public let offset: Int
+        public var description: String { "\(message) at byte \(offset)" }
+    }
+
+    /// Nesting deeper than this is refused (jwt-kit uses 32 for the same reason: bounded recursion).
+    public static let maximumDepth = 32
+
+    /// Parses one JSON document.
+    public static func parse(_ bytes: some Collection<UInt8>) throws(Error) -> JSONValue {
+        let array = (bytes as? [UInt8]) ?? Array(bytes)
+        return try array.withUnsafeBufferPointer { (buffer) throws(Error) -> JSONValue in
+            var parser = Cursor(bytes: buffer)
+            parser.skipWhitespace()
+            let value = try parser.parseValue(depth: 0)
+            parser.skipWhitespace()
+            guard parser.position == buffer.count else { throw parser.error("trailing data after the JSON value") }
+            return value
+        }
+    }
+
+    /// Parses a document that must be a JSON object.
+    public static func parseObject(_ bytes: some Collection<UInt8>) throws(Error) -> JSONObject {
+        guard case .object(let object) = try parse(bytes) else { throw Error(message: "expected a JSON object", offset: 0) }
+        return object
+    }
+
+    struct Cursor {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var position = 0
+
+        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+        func error(_ message: String) -> Error { Error(message: message, offset: position) }
+
+        mutating func skipWhitespace() {
+            while position < bytes.count {
+                switch bytes[position] {
+                case 0x20, 0x09, 0x0A, 0x0D: position += 1
+                default: return
+                }
+            }
+        }
+
+        mutating func parseValue(depth: Int) throws(Error) -> JSONValue {
+            guard position < bytes.count else { throw error("unexpected end of input") }
+            switch bytes[position] {
+            case UInt8(ascii: "{"): return .object(try parseObject(depth: depth + 1))
+            case UInt8(ascii: "["): return .array(try parseArray(depth: depth + 1))
+            case UInt8(ascii: "\""): return .string(try parseString())
+            case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+            case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+            case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+            default: throw error("unexpected character")
+            }
+        }
+
+        mutating func expectLiteral(_ literal: StaticString) throws(Error) {
+            let count = literal.utf8CodeUnitCount
+            guard position + count <= bytes.count else { throw error("unexpected end of input") }
+            let start = literal.utf8Start
+            for i in 0..<count where bytes[position + i] != start[i] { throw error("invalid literal") }
+            position += count
+        }
+
+        mutating func parseObject(depth: Int) throws(Error) -> JSONObject {
+            guard depth <= JSONParser.maximumDepth else { throw error("nesting too deep") }
+            position += 1  // {
+            var object = JSONObject()
+            // Small objects check duplicates by scanning; larger ones switch to a set so the check stays linear.
+            var seen: Set<String>? = nil
+            skipWhitespace()
+            if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+                position += 1
+                return object
+            }
+            while true {
+                skipWhitespace()
+                guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw error("expected a member name") }
+                let namePosition = position
+                let name = try parseString()
+                if seen == nil && object.count >= 16 { seen = Set(object.names) }
+                let duplicate = seen.map { $0.contains(name) } ?? (object[name] != nil)
+                if duplicate { throw Error(message: "duplicate member name", offset: namePosition) }
+                seen?.insert(name)
+                skipWhitespace()
+                guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
+                position += 1
+                skipWhitespace()
+                let value = try parseValue(depth: depth)
+                object.appendUnchecked(name, value)
+                skipWhitespace()
+                guard position < bytes.count else { throw error("unexpected end of input") }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                if bytes[position] == UInt8(ascii: "}") {
+                    position += 1
+                    return object
+                }
+                throw error("expected ',' or '}'")
+            }
+        }
+
+        mutating func parseArray(depth: Int) throws(Error) -> [JSONValue] {
+            guard depth <= JSONParser.maximumDepth else { throw error("nesting too deep") }
+            position += 1  // [
+            var array: [JSONValue] = []
+            skipWhitespace()
+            if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+                position += 1
+                return array
+            }
+            while true {
+                skipWhitespace()
+                array.append(try parseValue(depth: depth))
+                skipWhitespace()
+                guard position < bytes.count else { throw error("unexpected end of input") }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                if bytes[position] == UInt8(ascii: "]") {
+                    position += 1
+                    return array
+                }
+                throw error("expected ',' or ']'")
+            }
+        }
+
+        mutating func parseString() throws(Error) -> String {
+            position += 1  // opening quote
+            let start = position
+            var asciiOnly = true
+            // Fast path: no escapes. Scan to the closing quote.
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: "\"") {
+                    let slice = UnsafeBufferPointer(rebasing: bytes[start..<position])
+                    position += 1
+                    if asciiOnly { return String(decoding: slice, as: UTF8.self) }
+                    guard let string = String(validating: slice, as: UTF8.self) else { throw error("invalid UTF-8 in string") }
+                    return string
+                }
+                if byte == UInt8(ascii: "\\") { break }
+                if byte < 0x20 { throw error("control character in string") }
+                if byte >= 0x80 { asciiOnly = false }
+                position += 1
+            }
+            guard position < bytes.count else { throw error("unterminated string") }
+            // Slow path: escapes present. Decode into a byte buffer, then validate UTF-8 once.
+            var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: "\"") {
+                    position += 1
+                    guard let string = String(validating: out, as: UTF8.self) else { throw error("invalid UTF-8 in string") }
+                    return string
+                }
+                if byte < 0x20 { throw error("control character in string") }
+                if byte != UInt8(ascii: "\\") {
+                    out.append(byte)
+                    position += 1
+                    continue
+                }
+                position += 1
+                guard position < bytes.count else { throw error("unterminated escape") }
+                let escape = bytes[position]
+                position += 1
+                switch escape {
+                case UInt8(ascii: "\""): out.append(0x22)
+                case UInt8(ascii: "\\"): out.append(0x5C)
+                case UInt8(ascii: "/"): out.append(0x2F)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard position + 2 <= bytes.count, bytes[position] == UInt8(ascii: "\\"),
+                            bytes[position + 1] == UInt8(ascii: "u")
+                        else { throw error("lone high surrogate") }
+                        position += 2
+                        let low = try parseHex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw error("invalid low surrogate") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(scalar) {
+                        throw error("lone low surrogate")
+                    }
+                    guard let unicode = Unicode.Scalar(scalar) else { throw error("invalid unicode escape") }
+                    out.append(contentsOf: UTF8.encode(unicode).map { Array($0) } ?? [])
+                default:
+                    throw error("invalid escape")
+                }
+            }
+            throw error("unterminated string")
+        }
+
+        mutating func parseHex4() throws(Error) -> UInt32 {
+            guard position + 4 <= bytes.count else { throw error("truncated unicode escape") }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = bytes[position]
+                let digit: UInt32
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+                default: throw error("invalid hex digit in unicode escape")
+                }
+                value = value << 4 | digit
+                position += 1
+            }
+            return value
+        }
+
+        mutating func parseNumber() throws(Error) -> JSONValue {
+            let start = position
+            if bytes[position] == UInt8(ascii: "-") { position += 1 }
+            guard position < bytes.count else { throw error("truncated number") }
+            if bytes[position] == UInt8(ascii: "0") {
+                position += 1
+            } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[position]) {
+                while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
+            } else {
+                throw error("invalid number")
+            }
+            var isInteger = true
+            if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+                isInteger = false
+                position += 1
+                let digitsStart = position
+                while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
+                guard position > digitsStart else { throw error("invalid fraction") }
+            }
+            if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+                isInteger = false
+                position += 1
+                if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                    position += 1
+                }
+                let digitsStart = position
+                while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
+                guard position > digitsStart else { throw error("invalid exponent") }
+            }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+            if isInteger, let integer = Int64(text) { return .integer(integer) }
+            guard let double = Double(text), double.isFinite else { throw Error(message: "number out of range", offset: start) }
+            return .number(double)
+        }
+    }
+}

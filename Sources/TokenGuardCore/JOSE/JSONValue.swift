@@ -1,0 +1,71 @@
+/// A JSON value decoded from untrusted bytes, keeping integers exact and object members in their original order.
+///
+/// Used for JOSE headers, claims (echoed back in verdicts), JWKS documents and NDJSON lines.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// An integer literal that fits in `Int64` exactly.
+    case integer(Int64)
+    /// Any other number (fraction, exponent, or too large for `Int64`); always finite.
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    public var objectValue: JSONObject? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+}
+
+/// A JSON object whose member names are unique (the parser rejects duplicates) and kept in input order.
+public struct JSONObject: Sendable, Equatable {
+    public private(set) var members: [(name: String, value: JSONValue)]
+
+    public init() { members = [] }
+
+    public init(_ members: [(String, JSONValue)]) {
+        self.members = members.map { (name: $0.0, value: $0.1) }
+    }
+
+    public subscript(name: String) -> JSONValue? {
+        for member in members where member.name == name { return member.value }
+        return nil
+    }
+
+    public var count: Int { members.count }
+    public var names: [String] { members.map(\.name) }
+
+    /// Appends a member; the caller guarantees the name is not present yet (the parser checks).
+    mutating func appendUnchecked(_ name: String, _ value: JSONValue) { members.append((name, value)) }
+
+    /// Sets a member, replacing an existing one of the same name.
+    public mutating func set(_ name: String, _ value: JSONValue) {
+        if let index = members.firstIndex(where: { $0.name == name }) {
+            members[index].value = value
+        } else {
+            members.append((name, value))
+        }
+    }
+
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+        guard lhs.members.count == rhs.members.count else { return false }
+        for member in lhs.members where rhs[member.name] != member.value { return false }
+        return true
+    }
+}

@@ -1,0 +1,69 @@
+import TokenGuardCrypto
+
+/// An immutable set of parsed verification keys: what a key source hands the verifier.
+///
+/// Built once per JWKS document and shared by every verification until replaced; lookups are a
+/// dictionary read, with no locks and no parsing.
+public final class KeySet: Sendable {
+    /// Largest JWKS document accepted (contract: 1 MiB); larger ones are refused unparsed.
+    public static let maximumDocumentBytes = 1 << 20
+    /// Keys beyond this count in one document are ignored; real providers publish fewer than ten.
+    public static let maximumKeys = 100
+
+    public let keys: [VerificationKey]
+    public let skipped: [JWKParser.Skipped]
+    private let byKeyID: [String: [VerificationKey]]
+
+    public init(keys: [VerificationKey], skipped: [JWKParser.Skipped] = []) {
+        self.keys = keys
+        self.skipped = skipped
+        var index: [String: [VerificationKey]] = [:]
+        for key in keys {
+            if let kid = key.keyID { index[kid, default: []].append(key) }
+        }
+        self.byKeyID = index
+    }
+
+    public static let empty = KeySet(keys: [])
+
+    /// Parses a JWKS document (`{"keys": [...]}`), skipping unusable keys and recording why.
+    public static func parse(jwks bytes: [UInt8]) throws(VerificationError) -> KeySet {
+        guard bytes.count <= maximumDocumentBytes else {
+            throw VerificationError(.keysUnavailable, "JWKS document is \(bytes.count) bytes; the limit is \(maximumDocumentBytes)")
+        }
+        let document: JSONObject
+        do {
+            document = try JSONParser.parseObject(bytes)
+        } catch {
+            throw VerificationError(.keysUnavailable, "JWKS document is not a valid JSON object: \(error)")
+        }
+        guard let list = document["keys"]?.arrayValue else {
+            throw VerificationError(.keysUnavailable, "JWKS document has no \"keys\" array")
+        }
+        var keys: [VerificationKey] = []
+        var skipped: [JWKParser.Skipped] = []
+        for entry in list.prefix(maximumKeys) {
+            guard let jwk = entry.objectValue else {
+                skipped.append(JWKParser.Skipped(keyID: nil, reason: "entry is not a JSON object"))
+                continue
+            }
+            switch JWKParser.parse(jwk) {
+            case .success(let key): keys.append(key)
+            case .failure(let reason): skipped.append(reason)
+            }
+        }
+        return KeySet(keys: keys, skipped: skipped)
+    }
+
+    /// The keys that may verify a token with this `kid` and algorithm.
+    ///
+    /// With a `kid`, only keys carrying that exact `kid` are candidates. Without one, a key is chosen only
+    /// when exactly one key in the set fits the algorithm; tokenguard never tries every key in turn.
+    public func candidates(keyID: String?, algorithm: SignatureAlgorithm) -> [VerificationKey] {
+        if let keyID { return byKeyID[keyID] ?? [] }
+        let fitting = keys.filter { $0.permits(algorithm) }
+        return fitting.count == 1 ? fitting : []
+    }
+
+    public func contains(keyID: String) -> Bool { byKeyID[keyID] != nil }
+}

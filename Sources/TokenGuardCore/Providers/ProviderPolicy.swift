@@ -1,0 +1,166 @@
+import TokenGuardCrypto
+
+/// The kinds of provider the contract defines.
+public enum ProviderKind: String, Sendable, CaseIterable {
+    case apple
+    case facebookLimited = "facebook_limited"
+    case microsoft
+    case oidc
+    case github
+    case facebookClassic = "facebook_classic"
+
+    /// True for the JWS ID-token kinds the core verifies locally.
+    public var isJWS: Bool {
+        switch self {
+        case .apple, .facebookLimited, .microsoft, .oidc: true
+        case .github, .facebookClassic: false
+        }
+    }
+}
+
+/// How the request's raw nonce relates to the token's `nonce` claim.
+public enum NonceMode: String, Sendable {
+    /// The claim is the lowercase hex SHA-256 of the raw nonce (Firebase-style Apple and Facebook sign-in).
+    case sha256
+    /// The claim is the raw nonce itself (MSAL, most OIDC clients).
+    case raw
+}
+
+/// Which issuers a provider accepts.
+public enum IssuerRule: Sendable, Equatable {
+    /// `iss` must equal one of these strings exactly. Exact, not prefix or pattern: a near-miss issuer
+    /// is someone else's issuer.
+    case exact([String])
+    /// `iss` must equal the template with `{tenantid}` replaced by the token's own `tid` (Microsoft v2.0).
+    case tenantTemplate(String)
+}
+
+/// Microsoft tenant allow-list (contract: `tenants`).
+public enum TenantRule: Sendable, Equatable {
+    case any
+    /// Any work or school tenant: everything but the personal-account tenant.
+    case organizations
+    /// Personal Microsoft accounts only.
+    case consumers
+    /// These tenant GUIDs only (lowercase).
+    case list(Set<String>)
+
+    /// The tenant personal Microsoft accounts sign in through.
+    public static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
+
+    public func allows(_ tenantID: String) -> Bool {
+        switch self {
+        case .any: true
+        case .organizations: tenantID != Self.consumersTenantID
+        case .consumers: tenantID == Self.consumersTenantID
+        case .list(let ids): ids.contains(tenantID)
+        }
+    }
+
+    /// Parses the contract's `tenants` list: `"*"`, `"organizations"`, `"consumers"`, or tenant GUIDs.
+    public static func parse(_ entries: [String]) -> TenantRule? {
+        if entries == ["*"] { return .any }
+        if entries == ["organizations"] { return .organizations }
+        if entries == ["consumers"] { return .consumers }
+        var ids: Set<String> = []
+        for entry in entries {
+            let lower = entry.lowercased()
+            guard GUID.isValid(lower) else { return nil }
+            ids.insert(lower)
+        }
+        return ids.isEmpty ? nil : .list(ids)
+    }
+}
+
+enum GUID {
+    /// True for a lowercase 8-4-4-4-12 hex GUID. Used before a `tid` is put into an issuer string.
+    static func isValid(_ string: String) -> Bool {
+        let bytes = Array(string.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                if byte != UInt8(ascii: "-") { return false }
+            } else if !((UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)) {
+                return false
+            }
+        }
+        return true
+    }
+}
+
+/// Everything the core needs to judge a token for one configured provider.
+public struct ProviderPolicy: Sendable {
+    /// The provider's key in the config (what requests name).
+    public var name: String
+    public var kind: ProviderKind
+    public var issuers: IssuerRule
+    public var audiences: [String]
+    public var algorithms: Set<SignatureAlgorithm>
+    public var nonceMode: NonceMode
+    public var nonceRequired: Bool
+    public var tenants: TenantRule?
+    /// Allowed clock skew in seconds for `exp`, `nbf` and `iat` (contract default 60).
+    public var leewaySeconds: Int64
+    public var maxTokenBytes: Int
+    /// The claim that becomes `user_id`: `sub`, or `oid` for Microsoft.
+    public var userIDClaim: String
+    /// Refuse tokens with a `nonce` in the JWS header (Microsoft Graph access tokens).
+    public var rejectsHeaderNonce: Bool
+
+    public static let defaultLeewaySeconds: Int64 = 60
+    public static let defaultMaxTokenBytes = 16_384
+    public static let appleIssuer = "https://appleid.apple.com"
+    public static let facebookIssuers = ["https://www.facebook.com", "https://limited.facebook.com"]
+    public static let microsoftIssuerTemplate = "https://login.microsoftonline.com/{tenantid}/v2.0"
+
+    public init(
+        name: String, kind: ProviderKind, issuers: IssuerRule, audiences: [String], algorithms: Set<SignatureAlgorithm>,
+        nonceMode: NonceMode, nonceRequired: Bool, tenants: TenantRule? = nil,
+        leewaySeconds: Int64 = ProviderPolicy.defaultLeewaySeconds, maxTokenBytes: Int = ProviderPolicy.defaultMaxTokenBytes,
+        userIDClaim: String = "sub", rejectsHeaderNonce: Bool = false
+    ) {
+        self.name = name
+        self.kind = kind
+        self.issuers = issuers
+        self.audiences = audiences
+        self.algorithms = algorithms
+        self.nonceMode = nonceMode
+        self.nonceRequired = nonceRequired
+        self.tenants = tenants
+        self.leewaySeconds = leewaySeconds
+        self.maxTokenBytes = maxTokenBytes
+        self.userIDClaim = userIDClaim
+        self.rejectsHeaderNonce = rejectsHeaderNonce
+    }
+
+    /// Sign in with Apple: RS256 only, exact issuer, SHA-256 nonce required.
+    public static func apple(name: String = "apple", audiences: [String]) -> ProviderPolicy {
+        ProviderPolicy(
+            name: name, kind: .apple, issuers: .exact([appleIssuer]), audiences: audiences, algorithms: [.rs256],
+            nonceMode: .sha256, nonceRequired: true)
+    }
+
+    /// Facebook Limited Login: RS256, both Facebook issuers, SHA-256 nonce required.
+    public static func facebookLimited(name: String = "facebook_limited", audiences: [String]) -> ProviderPolicy {
+        ProviderPolicy(
+            name: name, kind: .facebookLimited, issuers: .exact(facebookIssuers), audiences: audiences, algorithms: [.rs256],
+            nonceMode: .sha256, nonceRequired: true)
+    }
+
+    /// Microsoft identity platform v2.0: RS256, issuer from the token's `tid`, tenant allow-list, raw nonce, `oid` as user id.
+    public static func microsoft(name: String = "microsoft", audiences: [String], tenants: TenantRule = .any) -> ProviderPolicy {
+        ProviderPolicy(
+            name: name, kind: .microsoft, issuers: .tenantTemplate(microsoftIssuerTemplate), audiences: audiences,
+            algorithms: [.rs256], nonceMode: .raw, nonceRequired: false, tenants: tenants, userIDClaim: "oid",
+            rejectsHeaderNonce: true)
+    }
+
+    /// Any OpenID Connect issuer: every asymmetric algorithm by default, raw nonce, optional.
+    public static func oidc(
+        name: String, issuer: String, audiences: [String], algorithms: Set<SignatureAlgorithm> = Set(SignatureAlgorithm.allCases)
+    ) -> ProviderPolicy {
+        ProviderPolicy(
+            name: name, kind: .oidc, issuers: .exact([issuer]), audiences: audiences, algorithms: algorithms,
+            nonceMode: .raw, nonceRequired: false)
+    }
+}

@@ -1,0 +1,252 @@
+import TokenGuardCrypto
+
+/// Verifies ID tokens for one provider: structure, algorithm, key, signature, then claims and nonce.
+///
+/// The signature is checked before any claim is read, so a forged token is `invalid_signature` whatever
+/// its claims say, and no claim of an unauthenticated payload influences the outcome. Keys come from a
+/// ``KeySource`` snapshot; the synchronous path never fetches.
+public struct TokenVerifier: Sendable {
+    public let policy: ProviderPolicy
+    public let keySource: any KeySource
+
+    /// Longest raw nonce accepted in a request: far beyond any real one, small enough to hash cheaply.
+    public static let maximumNonceBytes = 1024
+
+    public init(policy: ProviderPolicy, keySource: any KeySource) {
+        self.policy = policy
+        self.keySource = keySource
+    }
+
+    /// Verifies with the keys the source holds now. An unknown `kid` is `unknown_key` at once.
+    ///
+    /// - Parameters:
+    ///   - token: the compact JWS as received.
+    ///   - nonce: the raw nonce the app generated for this sign-in, if any.
+    ///   - now: the time to judge `exp`, `nbf` and `iat` against, in Unix seconds. Pass a past time only to
+    ///     verify a logged token as of when it was used (the contract's `at`).
+    public func verify(token: String, nonce: String?, at now: Int64) -> VerificationResult {
+        do {
+            let jws = try parse(token)
+            let alg = try checkAlgorithm(jws.header)
+            let keys = try keySource.currentKeys().get()
+            return try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// As ``verify(token:nonce:at:)``, but on an unknown `kid` asks the key source for newer keys once
+    /// (a fetching source refreshes, single-flight and rate-limited) before answering `unknown_key`.
+    public func verifyRefreshingKeys(token: String, nonce: String?, at now: Int64) async -> VerificationResult {
+        let first = verify(token: token, nonce: nonce, at: now)
+        guard case .failure(let error) = first, error.code == .unknownKey else { return first }
+        do {
+            let jws = try parse(token)
+            let alg = try checkAlgorithm(jws.header)
+            guard let refreshed = await keySource.keysAfterMiss(keyID: jws.header.keyID) else { return first }
+            return try finish(jws, alg: alg, keys: try refreshed.get(), nonce: nonce, now: now)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Checks structure, algorithm, key and signature only, without reading the payload as claims.
+    ///
+    /// This is the JWS layer on its own (RFC 7515): the whole-JWS test vectors and the libjwt differential
+    /// test use it, since their payloads need not be JSON claims.
+    public func verifySignature(token: String) -> Result<(jws: CompactJWS, key: VerificationKey), VerificationError> {
+        do {
+            let jws = try parse(token)
+            let alg = try checkAlgorithm(jws.header)
+            let keys = try keySource.currentKeys().get()
+            return .success((jws, try checkSignature(jws, alg: alg, keys: keys)))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    // MARK: - Steps
+
+    func parse(_ token: String) throws(VerificationError) -> CompactJWS {
+        let utf8 = token.utf8
+        guard utf8.count <= policy.maxTokenBytes else {
+            throw VerificationError(.tokenTooLarge, "token is \(utf8.count) bytes; the limit is \(policy.maxTokenBytes)")
+        }
+        return try CompactJWS.parse(Array(utf8), maxBytes: policy.maxTokenBytes)
+    }
+
+    /// The algorithm must be a known asymmetric JWS algorithm in this provider's allow-list.
+    func checkAlgorithm(_ header: JOSEHeader) throws(VerificationError) -> SignatureAlgorithm {
+        let name = header.algorithm
+        if name.lowercased() == "none" {
+            throw VerificationError(.unsupportedAlgorithm, "alg none is never accepted")
+        }
+        if name.uppercased().hasPrefix("HS") {
+            throw VerificationError(.unsupportedAlgorithm, "HMAC algorithms are never accepted: a public key is not a secret")
+        }
+        guard let alg = SignatureAlgorithm(rawValue: name) else {
+            throw VerificationError(.unsupportedAlgorithm, "alg \"\(name.prefix(16))\" is not supported")
+        }
+        guard policy.algorithms.contains(alg) else {
+            let allowed = policy.algorithms.map(\.rawValue).sorted().joined(separator: ", ")
+            throw VerificationError(.unsupportedAlgorithm, "alg \(alg.rawValue) is not allowed for \(policy.name) (allowed: \(allowed))")
+        }
+        if policy.rejectsHeaderNonce && header.hasNonce {
+            throw VerificationError(
+                .malformedToken, "the JWS header carries a nonce: this is a Microsoft Graph access token, not an ID token")
+        }
+        return alg
+    }
+
+    func finish(
+        _ jws: CompactJWS, alg: SignatureAlgorithm, keys: KeySet, nonce: String?, now: Int64
+    ) throws(VerificationError) -> VerificationResult {
+        let key = try checkSignature(jws, alg: alg, keys: keys)
+        let claims: JSONObject
+        do {
+            claims = try JSONParser.parseObject(jws.payload)
+        } catch {
+            throw VerificationError(.malformedToken, "the payload is not a valid JSON object: \(error)")
+        }
+        return .success(try checkClaims(claims, key: key, nonce: nonce, now: now))
+    }
+
+    /// Finds the key by `kid` and checks the signature. Returns the key that verified.
+    func checkSignature(_ jws: CompactJWS, alg: SignatureAlgorithm, keys: KeySet) throws(VerificationError) -> VerificationKey {
+        let candidates = keys.candidates(keyID: jws.header.keyID, algorithm: alg)
+        guard !candidates.isEmpty else {
+            if let kid = jws.header.keyID {
+                throw VerificationError(.unknownKey, "no key with kid \"\(kid.prefix(64))\" for \(policy.name)")
+            }
+            throw VerificationError(.unknownKey, "the token has no kid and no single \(policy.name) key fits \(alg.rawValue)")
+        }
+        let fitting = candidates.filter { $0.permits(alg) }
+        guard !fitting.isEmpty else {
+            let key = candidates[0]
+            if let keyAlg = key.algorithm, keyAlg != alg {
+                throw VerificationError(.unsupportedAlgorithm, "the token uses \(alg.rawValue) but its key is for \(keyAlg.rawValue)")
+            }
+            throw VerificationError(.unsupportedAlgorithm, "\(alg.rawValue) does not fit the token's \(key.publicKey.keyType) key")
+        }
+        for key in fitting {
+            let result = SignatureVerifier.verify(signature: jws.signature, message: jws.signingInput, key: key.publicKey, algorithm: alg)
+            if case .success = result { return key }
+        }
+        throw VerificationError(.invalidSignature, "the signature does not verify with key \"\((jws.header.keyID ?? "").prefix(64))\"")
+    }
+
+    func checkClaims(_ claims: JSONObject, key: VerificationKey, nonce: String?, now: Int64) throws(VerificationError) -> Verdict {
+        let reader = ClaimsReader(claims: claims)
+        let leeway = policy.leewaySeconds
+
+        // Issuer (and for Microsoft, the tenant the issuer is built from).
+        guard let issuer = try reader.string("iss") else { throw VerificationError(.invalidIssuer, "claim iss is missing") }
+        var tenantID: String? = nil
+        switch policy.issuers {
+        case .exact(let accepted):
+            guard accepted.contains(issuer) else {
+                throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not accepted for \(policy.name)")
+            }
+        case .tenantTemplate(let template):
+            guard let tid = try reader.string("tid") else { throw VerificationError(.invalidIssuer, "claim tid is missing") }
+            // Only a well-formed GUID goes into the template, so a crafted tid cannot shape the issuer string.
+            guard GUID.isValid(tid) else { throw VerificationError(.invalidIssuer, "claim tid is not a tenant GUID") }
+            let expected = template.replacingTenantID(with: tid)
+            guard issuer == expected else {
+                throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" does not match tenant \(tid) (expected \(expected))")
+            }
+            if let keyIssuer = key.issuer, keyIssuer.replacingTenantID(with: tid) != issuer {
+                throw VerificationError(
+                    .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key.keyID ?? "").prefix(64))\"")
+            }
+            tenantID = tid
+        }
+
+        // Audience.
+        let tokenAudiences = try reader.audiences()
+        guard let audience = policy.audiences.first(where: { tokenAudiences.contains($0) }) else {
+            throw VerificationError(.invalidAudience, "audience \(tokenAudiences.map { "\"\($0.prefix(128))\"" }.joined(separator: ", ")) is not configured for \(policy.name)")
+        }
+
+        // Tenant.
+        if let rule = policy.tenants, let tid = tenantID, !rule.allows(tid) {
+            throw VerificationError(.tenantNotAllowed, "tenant \(tid) is not allowed for \(policy.name)")
+        }
+
+        // Times. Expired when now ≥ exp + leeway: at exactly exp + leeway the token is already refused.
+        guard let expiresAt = try reader.numericDate("exp") else { throw VerificationError(.malformedToken, "claim exp is missing") }
+        if now >= expiresAt + leeway {
+            throw VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(expiresAt)) (leeway \(leeway)s)")
+        }
+        if let notBefore = try reader.numericDate("nbf"), now + leeway < notBefore {
+            throw VerificationError(.tokenNotYetValid, "token not valid before \(UTCTime.iso8601(notBefore)) (leeway \(leeway)s)")
+        }
+        let issuedAt = try reader.numericDate("iat")
+        if let issuedAt, issuedAt > now + leeway {
+            throw VerificationError(.tokenIssuedInFuture, "token issued at \(UTCTime.iso8601(issuedAt)), \(issuedAt - now)s in the future (leeway \(leeway)s)")
+        }
+
+        try checkNonce(claimed: try reader.string("nonce"), requested: nonce)
+
+        let subject = try reader.requiredString("sub")
+        let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
+        return Verdict(
+            provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
+            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try reader.emailVerified(),
+            tenantID: tenantID, claims: claims)
+    }
+
+    /// The contract's nonce rules; the comparison is constant-time.
+    func checkNonce(claimed: String?, requested: String?) throws(VerificationError) {
+        guard let requested else {
+            if policy.nonceRequired {
+                throw VerificationError(.nonceMissing, "\(policy.name) requires the raw nonce of the sign-in request")
+            }
+            return
+        }
+        guard requested.utf8.count <= Self.maximumNonceBytes else {
+            throw VerificationError(.invalidRequest, "nonce is longer than \(Self.maximumNonceBytes) bytes")
+        }
+        guard let claimed else { throw VerificationError(.nonceMissing, "a nonce was given but the token carries none") }
+        let expected: String
+        switch policy.nonceMode {
+        case .sha256: expected = SHA256.hexDigest(requested.utf8)
+        case .raw: expected = requested
+        }
+        guard ConstantTime.equals(expected.utf8, claimed.utf8) else {
+            throw VerificationError(
+                .nonceMismatch,
+                policy.nonceMode == .sha256
+                    ? "the token's nonce is not the SHA-256 hex of the given nonce" : "the token's nonce does not equal the given nonce")
+        }
+    }
+}
+
+extension String {
+    func replacingTenantID(with tid: String) -> String {
+        replacing("{tenantid}", with: tid)
+    }
+}
+
+/// ISO 8601 UTC formatting for messages, without Foundation's formatters.
+enum UTCTime {
+    static func iso8601(_ seconds: Int64) -> String {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondsOfDay = seconds - days * 86_400
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ value: Int64, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay % 3600 / 60, 2)):\(pad(secondsOfDay % 60, 2))Z"
+    }
+}

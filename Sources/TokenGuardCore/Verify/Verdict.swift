@@ -1,0 +1,78 @@
+/// A token that verified: the contract's verdict fields, plus every payload claim.
+public struct Verdict: Sendable, Equatable {
+    public let provider: String
+    public let subject: String
+    public let userID: String
+    public let issuer: String
+    /// The configured audience the token matched.
+    public let audience: String
+    public let expiresAt: Int64
+    public let issuedAt: Int64?
+    public let keyID: String?
+    public let email: String?
+    /// Normalised to a boolean: Apple sent the string `"true"` before 2024; absent means false.
+    public let emailVerified: Bool
+    public let tenantID: String?
+    public let claims: JSONObject
+
+    public init(
+        provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64,
+        issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: JSONObject
+    ) {
+        self.provider = provider
+        self.subject = subject
+        self.userID = userID
+        self.issuer = issuer
+        self.audience = audience
+        self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
+        self.keyID = keyID
+        self.email = email
+        self.emailVerified = emailVerified
+        self.tenantID = tenantID
+        self.claims = claims
+    }
+
+    /// The verdict as the contract's JSON object.
+    public var json: JSONObject {
+        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        return JSONObject([
+            ("valid", .bool(true)),
+            ("provider", .string(provider)),
+            ("subject", .string(subject)),
+            ("user_id", .string(userID)),
+            ("issuer", .string(issuer)),
+            ("audience", .string(audience)),
+            ("expires_at", .integer(expiresAt)),
+            ("issued_at", issuedAt.map(JSONValue.integer) ?? .null),
+            ("key_id", optional(keyID)),
+            ("email", optional(email)),
+            ("email_verified", .bool(emailVerified)),
+            ("tenant_id", optional(tenantID)),
+            ("claims", .object(claims)),
+        ])
+    }
+}
+
+extension VerificationError {
+    /// The contract's rejected-token JSON: `{"valid": false, "provider": ..., "error": {"code", "message"}}`.
+    public func json(provider: String?) -> JSONObject {
+        JSONObject([
+            ("valid", .bool(false)),
+            ("provider", provider.map(JSONValue.string) ?? .null),
+            ("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))]))),
+        ])
+    }
+}
+
+/// The result of verifying one token.
+public typealias VerificationResult = Result<Verdict, VerificationError>
+
+extension Result where Success == Verdict, Failure == VerificationError {
+    public func json(provider: String?) -> JSONObject {
+        switch self {
+        case .success(let verdict): verdict.json
+        case .failure(let error): error.json(provider: provider)
+        }
+    }
+}

@@ -1,0 +1,41 @@
+/// The contract's stable error codes. The raw value is the wire string; it doubles as a bounded metric label.
+public enum ErrorCode: String, Sendable, CaseIterable, Codable {
+    case malformedToken = "malformed_token"
+    case tokenTooLarge = "token_too_large"
+    case unsupportedAlgorithm = "unsupported_algorithm"
+    case unknownKey = "unknown_key"
+    case invalidSignature = "invalid_signature"
+    case invalidIssuer = "invalid_issuer"
+    case invalidAudience = "invalid_audience"
+    case tokenExpired = "token_expired"
+    case tokenNotYetValid = "token_not_yet_valid"
+    case tokenIssuedInFuture = "token_issued_in_future"
+    case nonceMissing = "nonce_missing"
+    case nonceMismatch = "nonce_mismatch"
+    case tenantNotAllowed = "tenant_not_allowed"
+    case tokenInactive = "token_inactive"
+    case tokenReplayed = "token_replayed"
+    case replayStoreUnavailable = "replay_store_unavailable"
+    case keysUnavailable = "keys_unavailable"
+    case invalidRequest = "invalid_request"
+    case unknownProvider = "unknown_provider"
+
+    /// True for answers that mean "cannot decide now": never to be shown as a rejected token.
+    public var isRetryable: Bool { self == .keysUnavailable || self == .replayStoreUnavailable }
+}
+
+/// Why a token was not accepted: a stable code and a human message that never contains the token or nonce.
+public struct VerificationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: ErrorCode
+    public let message: String
+
+    public init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    /// Equality looks at the code only, so tests can compare against a code without the wording.
+    public static func == (lhs: VerificationError, rhs: VerificationError) -> Bool { lhs.code == rhs.code }
+}

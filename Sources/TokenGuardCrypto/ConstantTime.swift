@@ -1,0 +1,18 @@
+import COpenSSL
+
+public enum ConstantTime {
+    /// Compares two byte strings without an early exit, so the time taken does not reveal where they differ.
+    ///
+    /// Lengths are compared first; that leaks only the length, which for a SHA-256 hex nonce is public.
+    public static func equals<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
+        let left = Array(a)
+        let right = Array(b)
+        guard left.count == right.count else { return false }
+        if left.isEmpty { return true }
+        return left.withUnsafeBytes { l in
+            right.withUnsafeBytes { r in
+                CRYPTO_memcmp(l.baseAddress, r.baseAddress, left.count) == 0
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import COpenSSL
+
+/// The message digests JWS algorithms use, fetched from OpenSSL's default provider once per process.
+///
+/// `EVP_sha256()` and friends trigger an implicit fetch on every use in OpenSSL 3; holding the fetched
+/// `EVP_MD` avoids that cost on the hot path.
+public enum DigestAlgorithm: Sendable {
+    case sha256, sha384, sha512
+
+    public var outputByteCount: Int {
+        switch self {
+        case .sha256: 32
+        case .sha384: 48
+        case .sha512: 64
+        }
+    }
+
+    var md: OpaquePointer {
+        switch self {
+        case .sha256: FetchedDigests.shared.sha256
+        case .sha384: FetchedDigests.shared.sha384
+        case .sha512: FetchedDigests.shared.sha512
+        }
+    }
+}
+
+/// Holds the fetched `EVP_MD` objects for the life of the process.
+///
+/// `@unchecked Sendable`: the pointers are immutable after init and OpenSSL's `EVP_MD` objects are
+/// reference-counted, read-only and documented as safe to share between threads.
+final class FetchedDigests: @unchecked Sendable {
+    static let shared = FetchedDigests()
+    let sha256: OpaquePointer
+    let sha384: OpaquePointer
+    let sha512: OpaquePointer
+
+    private init() {
+        // Fall back to the legacy constant getters if the explicit fetch is unavailable; both are valid EVP_MDs.
+        sha256 = EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
+        sha384 = EVP_MD_fetch(nil, "SHA384", nil) ?? EVP_sha384()
+        sha512 = EVP_MD_fetch(nil, "SHA512", nil) ?? EVP_sha512()
+    }
+}
+
+public enum SHA256 {
+    /// SHA-256 of `bytes`.
+    public static func hash<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var size: UInt32 = 0
+        let ok: Int32 =
+            bytes.withContiguousStorageIfAvailable { buffer in
+                EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
+            } ?? Array(bytes).withUnsafeBufferPointer { buffer in
+                EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
+            }
+        precondition(ok == 1 && size == 32, "EVP_Digest(SHA-256) failed: out of memory")
+        return out
+    }
+
+    /// Lowercase hex of SHA-256(`bytes`): the form Firebase-style apps put in a token's `nonce`.
+    public static func hexDigest<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
+        Hex.lowercase(hash(bytes))
+    }
+}
+
+public enum Hex {
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    public static func lowercase<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+
+@main
+struct TokenGuardCommand: ParsableCommand {
+    static let version = "0.1.0"
+
+    static let configuration = CommandConfiguration(
+        commandName: "tokenguard",
+        abstract: "Verify sign-in tokens from Apple, Facebook and Microsoft before minting a session.",
+        version: version,
+        subcommands: [VerifyCommand.self, BatchCommand.self]
+    )
+
+    /// Parses and runs, mapping every usage error to exit 2 as the contract requires (ArgumentParser's own
+    /// validation exit code is EX_USAGE, 64).
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let exitCode as ExitCode {
+            Foundation.exit(exitCode.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success { exit(withError: error) }  // --help, --version
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Foundation.exit(ExitCodes.usage.rawValue)
+        }
+    }
+}
+
+/// Options every verifying command shares.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .long, help: "Config file (YAML or JSON). Default: $TOKENGUARD_CONFIG.")
+    var config: String?
+
+    @Option(name: .long, help: "Verify as of this Unix time (for logged tokens) instead of now.")
+    var at: Int64?
+
+    func validate() throws {
+        if let at, at < 0 || at > 253_402_300_799 { throw ValidationError("--at must be Unix seconds between 0 and 253402300799") }
+    }
+}

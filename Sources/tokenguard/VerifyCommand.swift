@@ -1,0 +1,44 @@
+import ArgumentParser
+import Foundation
+import TokenGuardCore
+
+struct VerifyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Verify one token and print its verdict as JSON.",
+        discussion: "Exit status: 0 valid, 1 rejected, 2 usage or config error, 3 keys unavailable (retry later)."
+    )
+
+    @OptionGroup var options: CommonOptions
+
+    @Option(name: .long, help: "The provider's key in the config.")
+    var provider: String
+
+    @Option(name: .long, help: "The token; '-' reads it from standard input (keeps it out of the process list).")
+    var token: String
+
+    @Option(name: .long, help: "The raw nonce the app generated for this sign-in.")
+    var nonce: String?
+
+    func run() throws {
+        let (_, registry) = try ConfigLoading.registry(path: options.config)
+        var tokenText = token
+        if token == "-" {
+            let data = FileHandle.standardInput.readDataToEndOfFile()
+            tokenText = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        guard !tokenText.isEmpty else { throw ValidationError("--token is empty") }
+        let result = registry.verify(
+            provider: provider, token: tokenText, nonce: nonce, at: options.at ?? ConfigLoading.currentUnixTime())
+        print(JSONWriter.string(.object(result.json(provider: provider))))
+        switch result {
+        case .success: throw ExitCodes.valid
+        case .failure(let error):
+            switch error.code {
+            case .keysUnavailable, .replayStoreUnavailable: throw ExitCodes.unavailable
+            case .unknownProvider, .invalidRequest: throw ExitCodes.usage
+            default: throw ExitCodes.rejected
+            }
+        }
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's test command: installs the system libraries, builds, runs every test, then the sample batch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+swift build --build-tests
+swift test --skip-build 2>&1 | tee .build/test-output.txt
+# The README's main job must keep working: run it and compare with the expected verdict codes.
+swift run --skip-build tokenguard batch --config examples/tokenguard.yaml examples/sample-tokens.ndjson > .build/sample-verdicts.ndjson || true
+python3 - <<'PY'
+import json
+codes = [(json.loads(l).get("error") or {}).get("code", "valid") for l in open(".build/sample-verdicts.ndjson")]
+expected = ["valid", "nonce_mismatch", "invalid_signature", "token_expired", "invalid_audience", "unknown_key",
+            "unsupported_algorithm", "valid", "valid", "valid", "unknown_provider", "invalid_request", "invalid_request"]
+assert codes == expected, f"sample batch verdicts changed: {codes}"
+print("sample batch: verdicts as expected")
+PY
