@@ -76,3 +76,15 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+public enum HMAC {
+    /// HMAC-SHA256 of `message` keyed by `key` (Facebook's `appsecret_proof`; tests forging HS256 tokens).
+    public static func sha256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let keyBytes = key.isEmpty ? [0] : key
+        let messageBytes = message.isEmpty ? [0] : message
+        _ = COpenSSL.HMAC(DigestAlgorithm.sha256.md, keyBytes, Int32(key.count), messageBytes, message.count, &out, &length)
+        return Array(out.prefix(Int(length)))
+    }
+}

@@ -60,3 +60,17 @@ public enum SharedTestKeys {
         try KeySet.parse(jwks: Array(try jwks(keys).utf8))
     }
 }
+
+extension TestKey {
+    /// Signs raw header and payload JSON text exactly as given (for duplicate members, odd encodings and the like).
+    public func signRaw(header: String, payload: String, algorithm overrideAlgorithm: SignatureAlgorithm? = nil) throws -> String {
+        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(payload.utf8))
+        let signature = try signingKey.sign(Array(input.utf8), algorithm: overrideAlgorithm ?? algorithm)
+        return input + "." + Base64URL.encode(signature)
+    }
+}
+
+/// Splits a compact JWS into its three segments.
+public func segments(_ token: String) -> [String] {
+    token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+}
