@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardTestSupport
+
+struct KeySetTests {
+    func parse(_ keys: [JSONObject]) throws -> KeySet {
+        try KeySet.parse(jwks: JSONWriter.bytes(.object(JSONObject([("keys", .array(keys.map(JSONValue.object)))]))))
+    }
+
+    @Test("keys not for signatures, with unknown algs or bad material are skipped with a reason")
+    func skipped() throws {
+        let rsa = try SharedTestKeys.rsa()
+        let ec = try SharedTestKeys.p256()
+        var encryption = try rsa.jwk()
+        encryption.set("use", .string("enc"))
+        encryption.set("kid", .string("enc-key"))
+        var encryptOps = try rsa.jwk()
+        encryptOps.set("key_ops", .array([.string("encrypt")]))
+        encryptOps.set("kid", .string("ops-key"))
+        var hmacAlg = try rsa.jwk()
+        hmacAlg.set("alg", .string("HS256"))
+        var mismatched = try ec.jwk()
+        mismatched.set("alg", .string("RS256"))
+        var offCurve = try ec.jwk()
+        offCurve.set("y", .string(Base64URL.encode([UInt8](repeating: 1, count: 32))))
+        var shortX = try ec.jwk()
+        shortX.set("x", .string(Base64URL.encode([UInt8](repeating: 1, count: 31))))
+        let oct = JSONObject([("kty", .string("oct")), ("k", .string("c2VjcmV0")), ("kid", .string("hmac"))])
+        let badBase64 = JSONObject([("kty", .string("RSA")), ("n", .string("abc=")), ("e", .string("AQAB")), ("kid", .string("bad"))])
+        var evenExponent = try rsa.jwk()
+        evenExponent.set("e", .string(Base64URL.encode([0x01, 0x00, 0x00])))
+        let set = try parse([encryption, encryptOps, hmacAlg, mismatched, offCurve, shortX, oct, badBase64, evenExponent, try rsa.jwk()])
+        #expect(set.keys.count == 1)
+        #expect(set.skipped.count == 9)
+        #expect(set.contains(keyID: rsa.keyID))
+    }
+
+    @Test("JWKS documents: size bound, shape, thumbprints")
+    func documents() throws {
+        #expect(throws: VerificationError.self) { try KeySet.parse(jwks: Array("[]".utf8)) }
+        #expect(throws: VerificationError.self) { try KeySet.parse(jwks: Array("{\"keys\":{}}".utf8)) }
+        let big = [UInt8](repeating: 0x20, count: KeySet.maximumDocumentBytes + 1)
+        #expect((try? KeySet.parse(jwks: big)) == nil)
+        do {
+            _ = try KeySet.parse(jwks: Array("{\"keys\":[]".utf8))
+            Issue.record("truncated JWKS must fail")
+        } catch {
+            #expect(error.code == .keysUnavailable, "a bad JWKS is an outage, not a token fault")
+        }
+        // RFC 7638 §3.1 example thumbprint.
+        let rfcKey = JSONObject([
+            ("kty", .string("RSA")),
+            ("n", .string("0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw")),
+            ("e", .string("AQAB")), ("alg", .string("RS256")), ("kid", .string("2011-04-29")),
+        ])
+        let set = try parse([rfcKey])
+        #expect(set.keys.first?.thumbprint == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs")
+    }
+
+    @Test("a pinned JWKS file is re-read when it changes; a broken rewrite keeps the last good keys")
+    func jwksFileReload() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("jwks.json").path
+        let source = JWKSFileKeySource(path: path, recheckInterval: .zero)
+        #expect(source.currentKeys().isFailureWith(.keysUnavailable), "no file yet: keys_unavailable, never a rejection")
+        let first = try SharedTestKeys.rsa()
+        let second = try SharedTestKeys.p256()
+        try SharedTestKeys.jwks([first]).write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try source.currentKeys().get().contains(keyID: first.keyID))
+        try SharedTestKeys.jwks([second]).write(toFile: path, atomically: true, encoding: .utf8)
+        let reloaded = try source.currentKeys().get()
+        #expect(reloaded.contains(keyID: second.keyID) && !reloaded.contains(keyID: first.keyID))
+        try "{\"keys\": [".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try source.currentKeys().get().contains(keyID: second.keyID), "a broken file keeps the last good keys")
+        #expect(source.lastError != nil)
+    }
+}
+
+extension Result where Failure == VerificationError {
+    func isFailureWith(_ code: ErrorCode) -> Bool {
+        if case .failure(let error) = self { return error.code == code }
+        return false
+    }
+}
