@@ -67,7 +67,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardCLITests",
-            dependencies: ["TokenGuardCore", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardCore", "TokenGuardTestSupport", "tokenguard"],
             swiftSettings: strictSettings
         ),
     ]

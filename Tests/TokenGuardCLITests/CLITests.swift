@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardTestSupport
+
+/// End-to-end tests of the `tokenguard` binary: exit codes, JSON output, NDJSON batches.
+struct CLITests {
+    let now = Verifiers.now
+    let nonce = "cli-raw-nonce"
+
+    func workspace() throws -> (TempWorkspace, String, TestKey) {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        try workspace.write("apple-jwks.json", try SharedTestKeys.jwks([key]))
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            leeway_seconds: 60
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "apple-jwks.json" }
+              live:  { kind: apple, audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "https://127.0.0.1:9/jwks" }
+            """)
+        return (workspace, config, key)
+    }
+
+    func json(_ text: String) throws -> JSONObject { try JSONParser.parseObject(Array(text.utf8)) }
+
+    @Test("verify: exit 0 valid, 1 rejected, 2 usage, 3 keys unavailable")
+    func verifyExitCodes() throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let base = ["verify", "--config", config, "--at", String(now)]
+
+        let valid = try BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", nonce])
+        #expect(valid.status == 0, "\(valid.stderr)")
+        #expect(try json(valid.stdout)["valid"] == .bool(true))
+        #expect(try json(valid.stdout)["email_verified"] == .bool(true))
+
+        let rejected = try BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", "other"])
+        #expect(rejected.status == 1)
+        let error = try #require(try json(rejected.stdout)["error"]?.objectValue)
+        #expect(error["code"] == .string("nonce_mismatch"))
+        #expect(!rejected.stdout.contains(token) && !rejected.stdout.contains("other"), "no token or nonce echoed")
+
+        let fromStdin = try BinaryRunner.run(base + ["--provider", "apple", "--token", "-", "--nonce", nonce], stdin: token + "\n")
+        #expect(fromStdin.status == 0)
+
+        let unavailable = try BinaryRunner.run(base + ["--provider", "live", "--token", token, "--nonce", nonce])
+        #expect(unavailable.status == 3)
+        #expect(unavailable.stdout.contains("keys_unavailable"))
+
+        #expect(try BinaryRunner.run(base + ["--provider", "nope", "--token", token]).status == 2)
+        #expect(try BinaryRunner.run(["verify", "--config", config, "--provider", "apple"]).status == 2, "missing --token")
+        #expect(try BinaryRunner.run(["verify", "--bogus"]).status == 2)
+        let noConfig = try BinaryRunner.run(["verify", "--provider", "apple", "--token", token])
+        #expect(noConfig.status == 2)
+        let viaEnvironment = try BinaryRunner.run(
+            ["verify", "--provider", "apple", "--token", token, "--nonce", nonce, "--at", String(now)], environment: ["TOKENGUARD_CONFIG": config])
+        #expect(viaEnvironment.status == 0)
+        _ = workspace
+    }
+
+    @Test("config errors name the key and exit 2", arguments: [
+        ("providers:\n  apple: { audiences: [\"a\"], audience: \"typo\" }\n", "providers.apple.audience"),
+        ("providers:\n  apple: { audiences: [] }\n", "providers.apple.audiences"),
+        ("providers:\n  apple: { audiences: [\"a\"], nonce: md5 }\n", "providers.apple.nonce"),
+        ("providers:\n  corp: { kind: oidc, audiences: [\"a\"], jwks_url: \"https://x\" }\n", "providers.corp.issuer"),
+        ("providers:\n  corp: { kind: oidc, issuer: \"http://idp.example\", audiences: [\"a\"] }\n", "providers.corp.issuer"),
+        ("providers:\n  microsoft: { audiences: [\"a\"], tenants: [\"contoso\"] }\n", "providers.microsoft.tenants"),
+        ("providers:\n  gh: { kind: github, client_id: \"x\" }\n", "providers.gh"),
+        ("leeway_seconds: \"sixty\"\n", "leeway_seconds"),
+        ("max_token_bytes: 10\n", "max_token_bytes"),
+        ("replay: { store: memory }\n", "replay"),
+        ("listen: \"nowhere\"\n", "listen"),
+        ("lisen: \"127.0.0.1:8080\"\n", "lisen"),
+        ("providers: [1, 2]\n", "providers"),
+        ("providers:\n  apple: { audiences: [\"a\"] }\n  apple: { audiences: [\"b\"] }\n", "YAML"),
+    ])
+    func configErrors(yaml: String, key: String) throws {
+        let workspace = try TempWorkspace()
+        let config = try workspace.write("bad.yaml", yaml)
+        let result = try BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", "a.b.c"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains(key), "stderr should name \(key): \(result.stderr)")
+    }
+
+    @Test("batch: thousands of lines in order, bad lines get their own verdict, same output on 1 and 4 jobs")
+    func batch() throws {
+        let (workspace, config, key) = try workspace()
+        let valid = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        var expired = ProviderTokens.apple(now: now - 200_000, rawNonce: nonce)
+        expired.set("iat", .integer(now - 200_000))
+        let expiredToken = try key.sign(expired)
+        var lines: [String] = []
+        var expected: [String] = []
+        for index in 0..<3000 {
+            switch index % 6 {
+            case 0:
+                lines.append("{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(valid)\",\"nonce\":\"\(nonce)\",\"at\":\(now)}")
+                expected.append("valid")
+            case 1:
+                lines.append("{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(expiredToken)\",\"nonce\":\"\(nonce)\"}")
+                expected.append("token_expired")
+            case 2:
+                lines.append("{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(valid)\",\"nonce\":\"wrong\",\"at\":\(now)}")
+                expected.append("nonce_mismatch")
+            case 3:
+                lines.append("{\"id\":\(index),\"provider\":\"apple\",\"token\":\"not-a-token\"}")
+                expected.append("malformed_token")
+            case 4:
+                lines.append(index % 4 == 0 ? "{\"id\":\(index),\"provider\":\"apple\"" : "{\"id\":\(index),\"provider\":7,\"token\":\"x\"}")
+                expected.append("invalid_request")
+            default:
+                lines.append("{\"id\":\(index),\"provider\":\"facebook_limited\",\"token\":\"\(valid)\"}")
+                expected.append("unknown_provider")
+            }
+        }
+        // An over-long line is answered without being buffered.
+        lines.append("{\"id\":\"huge\",\"provider\":\"apple\",\"token\":\"" + String(repeating: "A", count: 100_000) + "\"}")
+        expected.append("invalid_request")
+        let input = try workspace.write("log.ndjson", lines.joined(separator: "\n") + "\n\n")
+        var outputs: [String] = []
+        for jobs in ["1", "4"] {
+            let result = try BinaryRunner.run(["batch", "--config", config, "--jobs", jobs, input])
+            #expect(result.status == 0, "\(result.stderr)")
+            let outLines = result.stdout.split(separator: "\n")
+            #expect(outLines.count == expected.count)
+            for (index, line) in outLines.enumerated() where index < expected.count {
+                let verdict = try json(String(line))
+                let code = verdict["error"]?.objectValue?["code"]?.stringValue ?? "valid"
+                #expect(code == expected[index], "line \(index): \(line.prefix(200))")
+                let unparseable = index >= 3000 || (index % 6 == 4 && index % 4 == 0)
+                #expect(verdict["id"] == (unparseable ? .null : .integer(Int64(index))), "order and id kept at line \(index)")
+            }
+            #expect(result.stderr.contains("3001 lines, 500 valid"), "summary: \(result.stderr)")
+            outputs.append(result.stdout)
+        }
+        #expect(outputs[0] == outputs[1])
+        // stdin works too, and a keys_unavailable answer makes the exit status 3.
+        let live = try BinaryRunner.run(
+            ["batch", "--config", config, "-"], stdin: "{\"id\":1,\"provider\":\"live\",\"token\":\"\(valid)\",\"nonce\":\"\(nonce)\"}\n")
+        #expect(live.status == 3)
+        #expect(live.stdout.contains("keys_unavailable"))
+    }
+}

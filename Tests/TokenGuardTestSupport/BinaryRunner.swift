@@ -1,0 +1,86 @@
+import Foundation
+
+/// Runs the built `tokenguard` binary with files for its standard streams (no pipe deadlocks on large output).
+public enum BinaryRunner {
+    public struct Output {
+        public let status: Int32
+        public let stdout: String
+        public let stderr: String
+    }
+
+    /// The `tokenguard` executable next to the test bundle (same build folder), or under `.build/debug`.
+    public static func executable() throws -> URL {
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var candidates: [URL] = []
+        var directory = testBinary.deletingLastPathComponent()
+        for _ in 0..<4 {
+            candidates.append(directory.appendingPathComponent("tokenguard"))
+            directory = directory.deletingLastPathComponent()
+        }
+        candidates.append(TestPaths.repositoryRoot.appendingPathComponent(".build/debug/tokenguard"))
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate.path) {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue { return candidate }
+        }
+        throw RunnerError("tokenguard binary not found next to \(testBinary.path); build it first (swift build)")
+    }
+
+    public static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], timeout: TimeInterval = 120) throws -> Output {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("stdin")
+        let output = directory.appendingPathComponent("stdout")
+        let errors = directory.appendingPathComponent("stderr")
+        try stdin.write(to: input, atomically: true, encoding: .utf8)
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        let process = Process()
+        process.executableURL = try executable()
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "TOKENGUARD_CONFIG")
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        process.standardInput = try FileHandle(forReadingFrom: input)
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = try FileHandle(forWritingTo: errors)
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() > deadline {
+                process.terminate()
+                throw RunnerError("tokenguard \(arguments.first ?? "") did not finish within \(timeout) s")
+            }
+            usleep(10_000)
+        }
+        return Output(
+            status: process.terminationStatus, stdout: try String(contentsOf: output, encoding: .utf8),
+            stderr: try String(contentsOf: errors, encoding: .utf8))
+    }
+}
+
+public struct RunnerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A temporary folder with a config and pinned JWKS files, removed when the value is dropped by the test.
+public final class TempWorkspace: @unchecked Sendable {
+    // @unchecked Sendable: only the immutable URL is shared; tests use a workspace from one task.
+    public let url: URL
+
+    public init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-ws-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    @discardableResult
+    public func write(_ name: String, _ text: String) throws -> String {
+        let path = url.appendingPathComponent(name).path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+}
