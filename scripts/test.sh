@@ -15,3 +15,5 @@ expected = ["valid", "nonce_mismatch", "invalid_signature", "token_expired", "in
 assert codes == expected, f"sample batch verdicts changed: {codes}"
 print("sample batch: verdicts as expected")
 PY
+# No definite leaks in a loop of a few thousand accepted and rejected verifications.
+bash scripts/leak-check.sh 200

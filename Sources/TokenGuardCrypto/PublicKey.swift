@@ -1,4 +1,5 @@
 import COpenSSL
+import Synchronization
 
 /// A parsed public key, owning one OpenSSL `EVP_PKEY` for its whole life.
 ///
@@ -38,6 +39,8 @@ public final class PublicKey: @unchecked Sendable {
     let pkey: OpaquePointer
     public let keyType: KeyType
     public let bits: Int
+    /// Initialised verification contexts, one per algorithm used with this key, made on first use.
+    private let templates = Mutex<[SignatureAlgorithm: VerificationTemplate]>([:])
 
     init(takingOwnershipOf pkey: OpaquePointer, keyType: KeyType) {
         self.pkey = pkey
@@ -46,6 +49,17 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     deinit { EVP_PKEY_free(pkey) }
+
+    /// The initialised `EVP_MD_CTX` for verifying `algorithm` with this key, created once and then only copied.
+    func verificationTemplate(for algorithm: SignatureAlgorithm) -> VerificationTemplate? {
+        if let template = templates.withLock({ $0[algorithm] }) { return template }
+        guard let template = VerificationTemplate(key: self, algorithm: algorithm) else { return nil }
+        return templates.withLock { cache in
+            if let existing = cache[algorithm] { return existing }
+            cache[algorithm] = template
+            return template
+        }
+    }
 
     /// An RSA public key from its big-endian modulus and exponent.
     public convenience init(rsaModulus modulus: [UInt8], exponent: [UInt8]) throws {
@@ -138,4 +152,34 @@ public final class PublicKey: @unchecked Sendable {
         }
         return built
     }
+}
+
+/// An `EVP_MD_CTX` initialised for verification with one key and algorithm, used only as a source for
+/// `EVP_MD_CTX_copy_ex`; it is never updated or finalised itself.
+///
+/// `@unchecked Sendable`: after init the context is only read (copied), which OpenSSL does without mutating
+/// it beyond atomic reference counts.
+final class VerificationTemplate: @unchecked Sendable {
+    let context: OpaquePointer
+
+    init?(key: PublicKey, algorithm: SignatureAlgorithm) {
+        guard let ctx = EVP_MD_CTX_new() else { return nil }
+        var pctx: OpaquePointer? = nil
+        var ok = EVP_DigestVerifyInit(ctx, &pctx, algorithm.digest?.md, nil, key.pkey) == 1
+        if ok && algorithm.usesPSS {
+            ok =
+                pctx != nil
+                && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1
+                && EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, tg_rsa_pss_saltlen_digest()) == 1
+                && EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, algorithm.digest?.md) == 1
+        }
+        guard ok else {
+            _ = OpenSSLError.drainErrorQueue()
+            EVP_MD_CTX_free(ctx)
+            return nil
+        }
+        context = ctx
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
 }

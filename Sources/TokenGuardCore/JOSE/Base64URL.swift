@@ -25,32 +25,44 @@ public enum Base64URL {
         let count = buffer.count
         let remainder = count % 4
         if remainder == 1 { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(count / 4 * 3 + 2)
-        let table = decodeTable
-        var index = 0
-        let fullEnd = count - remainder
-        while index < fullEnd {
-            let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
-            let c = table[Int(buffer[index + 2])], d = table[Int(buffer[index + 3])]
-            if (a | b | c | d) & 0xC0 != 0 { return nil }
-            let value = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-            out.append(UInt8(truncatingIfNeeded: value >> 16))
-            out.append(UInt8(truncatingIfNeeded: value >> 8))
-            out.append(UInt8(truncatingIfNeeded: value))
-            index += 4
+        let outputCount = count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
+        var valid = true
+        let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
+            decodeTable.withUnsafeBufferPointer { table in
+                var index = 0
+                var position = 0
+                let fullEnd = count - remainder
+                var bad: UInt8 = 0
+                while index < fullEnd {
+                    let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
+                    let c = table[Int(buffer[index + 2])], d = table[Int(buffer[index + 3])]
+                    bad |= a | b | c | d
+                    out[position] = a << 2 | b >> 4
+                    out[position + 1] = (b & 0x0F) << 4 | c >> 2
+                    out[position + 2] = (c & 0x03) << 6 | d
+                    index += 4
+                    position += 3
+                }
+                if remainder == 2 {
+                    let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
+                    bad |= a | b
+                    if b & 0x0F != 0 { valid = false }  // non-zero trailing bits: not canonical
+                    out[position] = a << 2 | b >> 4
+                    position += 1
+                } else if remainder == 3 {
+                    let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])], c = table[Int(buffer[index + 2])]
+                    bad |= a | b | c
+                    if c & 0x03 != 0 { valid = false }
+                    out[position] = a << 2 | b >> 4
+                    out[position + 1] = (b & 0x0F) << 4 | c >> 2
+                    position += 2
+                }
+                // Invalid characters map to 0xFF, so any of them sets the top bits.
+                if bad & 0xC0 != 0 { valid = false }
+                initialized = position
+            }
         }
-        if remainder == 2 {
-            let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
-            if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return nil }  // non-zero trailing bits: not canonical
-            out.append(a << 2 | b >> 4)
-        } else if remainder == 3 {
-            let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])], c = table[Int(buffer[index + 2])]
-            if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return nil }
-            out.append(a << 2 | b >> 4)
-            out.append((b & 0x0F) << 4 | c >> 2)
-        }
-        return out
+        return valid ? output : nil
     }
 
     public static func encode(_ bytes: some Collection<UInt8>) -> String {
