@@ -16,6 +16,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // C system libraries: a modulemap and a tiny shim header each, nothing else.
@@ -32,12 +35,27 @@ let package = Package(
         // The verification core: JOSE, keys, claims, provider policies. No HTTP serving, no curl.
         .target(
             name: "TokenGuardCore",
-            dependencies: ["TokenGuardCrypto", .product(name: "Yams", package: "Yams")],
+            dependencies: [
+                "TokenGuardCrypto",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Outbound HTTPS on libcurl: the only Swift module that imports CCurl.
+        .target(
+            name: "TokenGuardFetch",
+            dependencies: ["CCurl", "TokenGuardCore"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "tokenguard",
-            dependencies: ["TokenGuardCore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "TokenGuardCore", "TokenGuardFetch", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -50,7 +68,7 @@ let package = Package(
         // Test support: key generation, token minting, libjwt reference verifier.
         .target(
             name: "TokenGuardTestSupport",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "CJWT"],
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "CJWT"],
             path: "Tests/TokenGuardTestSupport",
             swiftSettings: strictSettings
         ),
@@ -66,8 +84,13 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "TokenGuardFetchTests",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "TokenGuardCLITests",
-            dependencies: ["TokenGuardCore", "TokenGuardTestSupport", "tokenguard"],
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport", "tokenguard"],
             swiftSettings: strictSettings
         ),
     ]

@@ -40,7 +40,9 @@ struct BatchCommand: ParsableCommand {
             }
         }
         defer { if fd != STDIN_FILENO { close(fd) } }
-        let processor = BatchProcessor(registry: registry, defaultAt: options.at, now: ConfigLoading.currentUnixTime)
+        // Fetch keys once up front; the workers then verify from memory.
+        runBlocking { await registry.prepare() }
+        let processor = BatchProcessor(registry: registry, defaultAt: options.at)
         // A line holds a token plus a small envelope; anything longer is refused without being buffered.
         var reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
         let runner = BatchRunner(processor: processor, jobs: jobs, showProgress: isatty(STDERR_FILENO) == 1)

@@ -28,8 +28,13 @@ struct VerifyCommand: ParsableCommand {
             tokenText = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
         guard !tokenText.isEmpty else { throw ValidationError("--token is empty") }
-        let result = registry.verify(
-            provider: provider, token: tokenText, nonce: nonce, at: options.at ?? ConfigLoading.currentUnixTime())
+        let (providerName, nonceText, at) = (provider, nonce, options.at)
+        let finalToken = tokenText
+        let result = runBlocking {
+            // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
+            await registry.prepare(provider: providerName)
+            return await registry.verifyRefreshingKeys(provider: providerName, token: finalToken, nonce: nonceText, at: at)
+        }
         print(JSONWriter.string(.object(result.json(provider: provider))))
         switch result {
         case .success: throw ExitCodes.valid

@@ -16,6 +16,8 @@ struct CLITests {
             "tokenguard.yaml",
             """
             leeway_seconds: 60
+            key_archive: "keys.sqlite"
+            http: { connect_timeout_ms: 300, timeout_ms: 500 }
             providers:
               apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "apple-jwks.json" }
               live:  { kind: apple, audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "https://127.0.0.1:9/jwks" }

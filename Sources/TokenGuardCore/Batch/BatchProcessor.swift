@@ -7,12 +7,10 @@ public struct BatchProcessor: Sendable {
     public let registry: VerifierRegistry
     /// The time to verify at when a line has no `at` (the CLI's `--at`); nil means the current time.
     public let defaultAt: Int64?
-    private let now: @Sendable () -> Int64
 
-    public init(registry: VerifierRegistry, defaultAt: Int64?, now: @escaping @Sendable () -> Int64) {
+    public init(registry: VerifierRegistry, defaultAt: Int64?) {
         self.registry = registry
         self.defaultAt = defaultAt
-        self.now = now
     }
 
     public struct Output: Sendable {
@@ -56,7 +54,7 @@ public struct BatchProcessor: Sendable {
             }
             at = seconds
         }
-        let result = registry.verify(provider: provider, token: token, nonce: nonce, at: at ?? now())
+        let result = registry.verify(provider: provider, token: token, nonce: nonce, at: at)
         return output(id: id, provider: provider, result)
     }
 

@@ -10,6 +10,11 @@ public struct Configuration: Sendable {
     public var maxTokenBytes = ProviderPolicy.defaultMaxTokenBytes
     public var keyArchive = "tokenguard-keys.sqlite"
     public var providers: [ProviderConfiguration] = []
+    /// Caching and failure handling for fetched keys (`keys:`; an extension of the contract).
+    public var keyFetch = KeyFetchPolicy()
+    /// Outbound HTTP timeouts in milliseconds (`http:`; an extension of the contract).
+    public var connectTimeoutMilliseconds = 2_000
+    public var totalTimeoutMilliseconds = 5_000
 
     public init() {}
 
@@ -26,6 +31,8 @@ public struct ProviderConfiguration: Sendable {
     public enum KeyLocation: Sendable, Equatable {
         case jwksURL(String)
         case jwksFile(String)
+        /// Found through `{issuer}/.well-known/openid-configuration` (kind `oidc` with only an `issuer`).
+        case discovery(issuer: String)
     }
 }
 
@@ -57,13 +64,31 @@ extension Configuration {
             throw ConfigError("", "not valid YAML: \(error)")
         }
         let top = try ConfigNode(root, key: "").mapping(allowed: [
-            "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers",
+            "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers", "keys", "http",
         ])
         var configuration = Configuration()
         if let listen = top["listen"] { configuration.listen = try validatedListen(try listen.string(), key: listen.key) }
         if let leeway = top["leeway_seconds"] { configuration.leewaySeconds = Int64(try leeway.int(in: 0...600)) }
         if let max = top["max_token_bytes"] { configuration.maxTokenBytes = try max.int(in: 512...1_048_576) }
-        if let archive = top["key_archive"] { configuration.keyArchive = try archive.string() }
+        if let archive = top["key_archive"] {
+            let path = try archive.string()
+            configuration.keyArchive = path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
+        }
+        if let keys = top["keys"] {
+            let fields = try keys.mapping(allowed: ["min_ttl_seconds", "max_ttl_seconds", "refetch_cooldown_seconds", "max_stale_seconds"])
+            var policy = KeyFetchPolicy()
+            if let value = fields["min_ttl_seconds"] { policy.minimumTTL = Double(try value.int(in: 0...604_800)) }
+            if let value = fields["max_ttl_seconds"] { policy.maximumTTL = Double(try value.int(in: 1...604_800)) }
+            if let value = fields["refetch_cooldown_seconds"] { policy.unknownKeyCooldown = Double(try value.int(in: 0...86_400)) }
+            if let value = fields["max_stale_seconds"] { policy.maximumStaleAge = Double(try value.int(in: 0...2_592_000)) }
+            guard policy.minimumTTL <= policy.maximumTTL else { throw ConfigError(keys.key, "min_ttl_seconds must not exceed max_ttl_seconds") }
+            configuration.keyFetch = policy
+        }
+        if let http = top["http"] {
+            let fields = try http.mapping(allowed: ["connect_timeout_ms", "timeout_ms"])
+            if let value = fields["connect_timeout_ms"] { configuration.connectTimeoutMilliseconds = try value.int(in: 100...60_000) }
+            if let value = fields["timeout_ms"] { configuration.totalTimeoutMilliseconds = try value.int(in: 100...120_000) }
+        }
         if let replay = top["replay"] {
             // Refused rather than ignored: a user who asks for replay protection must not silently run without it.
             throw ConfigError(replay.key, "replay protection is not available in this build of tokenguard")
@@ -162,6 +187,11 @@ extension Configuration {
             case .apple: keys = .jwksURL("https://appleid.apple.com/auth/keys")
             case .facebookLimited: keys = .jwksURL("https://limited.facebook.com/.well-known/oauth/openid/jwks/")
             case .microsoft: keys = .jwksURL("https://login.microsoftonline.com/common/discovery/v2.0/keys")
+            case .oidc:
+                guard case .exact(let issuers) = policy.issuers, let issuer = issuers.first else {
+                    throw ConfigError("\(node.key).jwks_url", "is required")
+                }
+                keys = .discovery(issuer: issuer)
             default: throw ConfigError("\(node.key).jwks_url", "is required for kind \(kind.rawValue) (or jwks_file)")
             }
         }

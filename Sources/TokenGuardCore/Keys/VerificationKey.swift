@@ -10,13 +10,28 @@ public struct VerificationKey: Sendable {
     public let issuer: String?
     /// RFC 7638 thumbprint (base64url SHA-256 of the canonical JWK), identifying the key material.
     public let thumbprint: String
+    /// The JWK as published, for the key archive and the `keys` listing.
+    public let jwk: JSONObject
+    /// For a key taken from the archive after it left the JWKS: the `iat` range of tokens it may verify
+    /// (one day before it was first seen, through when it was last seen). nil for currently published keys.
+    public let publishedWindow: ClosedRange<Int64>?
 
-    public init(keyID: String?, publicKey: PublicKey, algorithm: SignatureAlgorithm?, issuer: String?, thumbprint: String) {
+    public init(
+        keyID: String?, publicKey: PublicKey, algorithm: SignatureAlgorithm?, issuer: String?, thumbprint: String, jwk: JSONObject,
+        publishedWindow: ClosedRange<Int64>? = nil
+    ) {
         self.keyID = keyID
         self.publicKey = publicKey
         self.algorithm = algorithm
         self.issuer = issuer
         self.thumbprint = thumbprint
+        self.jwk = jwk
+        self.publishedWindow = publishedWindow
+    }
+
+    func withPublishedWindow(_ window: ClosedRange<Int64>) -> VerificationKey {
+        VerificationKey(
+            keyID: keyID, publicKey: publicKey, algorithm: algorithm, issuer: issuer, thumbprint: thumbprint, jwk: jwk, publishedWindow: window)
     }
 
     /// True when a token signed with `alg` may be checked with this key.
@@ -99,6 +114,7 @@ public enum JWKParser {
             return skip("alg \(algorithm.rawValue) does not fit a \(publicKey.keyType) key")
         }
         let thumbprint = Base64URL.encode(SHA256.hash(JSONWriter.bytes(.object(thumbprintInput))))
-        return .success(VerificationKey(keyID: kid, publicKey: publicKey, algorithm: algorithm, issuer: issuer, thumbprint: thumbprint))
+        return .success(
+            VerificationKey(keyID: kid, publicKey: publicKey, algorithm: algorithm, issuer: issuer, thumbprint: thumbprint, jwk: jwk))
     }
 }

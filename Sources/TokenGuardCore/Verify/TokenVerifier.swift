@@ -24,11 +24,14 @@ public struct TokenVerifier: Sendable {
     ///   - nonce: the raw nonce the app generated for this sign-in, if any.
     ///   - now: the time to judge `exp`, `nbf` and `iat` against, in Unix seconds. Pass a past time only to
     ///     verify a logged token as of when it was used (the contract's `at`).
-    public func verify(token: String, nonce: String?, at now: Int64) -> VerificationResult {
+    ///   - historical: verify a logged token as of `now` (the contract's `at`): keys since rotated out are taken
+    ///     from the key archive, but only for tokens issued while that key was published. Off, only the keys
+    ///     published now are used.
+    public func verify(token: String, nonce: String?, at now: Int64, historical: Bool = false) -> VerificationResult {
         do {
             let jws = try parse(token)
             let alg = try checkAlgorithm(jws.header)
-            let keys = try keySource.currentKeys().get()
+            let keys = try (historical ? keySource.historicalKeys() : keySource.currentKeys()).get()
             return try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
         } catch {
             return .failure(error)
@@ -37,16 +40,20 @@ public struct TokenVerifier: Sendable {
 
     /// As ``verify(token:nonce:at:)``, but on an unknown `kid` asks the key source for newer keys once
     /// (a fetching source refreshes, single-flight and rate-limited) before answering `unknown_key`.
-    public func verifyRefreshingKeys(token: String, nonce: String?, at now: Int64) async -> VerificationResult {
-        let first = verify(token: token, nonce: nonce, at: now)
-        guard case .failure(let error) = first, error.code == .unknownKey else { return first }
+    public func verifyRefreshingKeys(token: String, nonce: String?, at now: Int64, historical: Bool = false) async -> VerificationResult {
+        let first = verify(token: token, nonce: nonce, at: now, historical: historical)
+        guard case .failure(let error) = first, error.code == .unknownKey || error.code == .keysUnavailable else { return first }
+        let keyID: String?
         do {
-            let jws = try parse(token)
-            let alg = try checkAlgorithm(jws.header)
-            guard let refreshed = await keySource.keysAfterMiss(keyID: jws.header.keyID) else { return first }
-            return try finish(jws, alg: alg, keys: try refreshed.get(), nonce: nonce, now: now)
+            keyID = try parse(token).header.keyID
         } catch {
             return .failure(error)
+        }
+        switch await keySource.keysAfterMiss(keyID: keyID) {
+        case nil: return first
+        // The refetch failed: an unknown kid during an outage cannot be judged a forgery.
+        case .failure(let refetchError)?: return .failure(refetchError)
+        case .success?: return verify(token: token, nonce: nonce, at: now, historical: historical)
         }
     }
 
@@ -182,6 +189,14 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(.tokenNotYetValid, "token not valid before \(UTCTime.iso8601(notBefore)) (leeway \(leeway)s)")
         }
         let issuedAt = try reader.numericDate("iat")
+        if let window = key.publishedWindow {
+            // An archived key verifies only tokens issued while it was published.
+            guard let issuedAt, window.contains(issuedAt) else {
+                throw VerificationError(
+                    .unknownKey,
+                    "key \"\((key.keyID ?? "").prefix(64))\" was published from \(UTCTime.iso8601(window.lowerBound + 86_400)) to \(UTCTime.iso8601(window.upperBound)); this token was issued \(issuedAt.map(UTCTime.iso8601) ?? "at no stated time")")
+            }
+        }
         if let issuedAt, issuedAt > now + leeway {
             throw VerificationError(.tokenIssuedInFuture, "token issued at \(UTCTime.iso8601(issuedAt)), \(issuedAt - now)s in the future (leeway \(leeway)s)")
         }

@@ -1,0 +1,97 @@
+/// An outbound HTTP request to a provider (JWKS, discovery, token inspection).
+public struct HTTPRequest: Sendable {
+    public enum Method: String, Sendable { case get = "GET", post = "POST" }
+
+    public var url: String
+    public var method: Method
+    public var headers: [(String, String)]
+    public var body: [UInt8]?
+    /// Responses larger than this are refused (1 MiB for JWKS).
+    public var maximumResponseBytes: Int
+
+    public init(
+        url: String, method: Method = .get, headers: [(String, String)] = [], body: [UInt8]? = nil,
+        maximumResponseBytes: Int = 1 << 20
+    ) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.maximumResponseBytes = maximumResponseBytes
+    }
+}
+
+public struct HTTPResponse: Sendable {
+    public let status: Int
+    /// Header names are lowercased.
+    public let headers: [(String, String)]
+    public let body: [UInt8]
+
+    public init(status: Int, headers: [(String, String)], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The last value of a header, by case-insensitive name.
+    public func header(_ name: String) -> String? {
+        let lower = name.lowercased()
+        return headers.last { $0.0 == lower }?.1
+    }
+}
+
+/// Why an outbound call produced no response. Always an outage to the verifier, never a token fault.
+public struct FetchError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case invalidURL = "invalid_url"
+        case connect
+        case timeout
+        case tls
+        case tooLarge = "too_large"
+        case redirect
+        case transport
+    }
+
+    public let kind: Kind
+    public let message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { "\(kind.rawValue): \(message)" }
+}
+
+/// The core's view of an HTTP client. `TokenGuardFetch` implements it on libcurl; tests may inject others.
+public protocol HTTPFetching: Sendable {
+    func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse
+}
+
+/// The rule for every outbound URL: `https`, or plain `http` to a loopback address only (tests, the dev IdP).
+public enum OutboundURL {
+    public static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+    /// The URL's scheme and host, or an error saying why it may not be called.
+    public static func validate(_ url: String) throws(FetchError) -> (scheme: String, host: String) {
+        guard let schemeEnd = url.firstRange(of: "://") else { throw FetchError(.invalidURL, "not an absolute URL") }
+        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        let rest = url[schemeEnd.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !authority.contains("@") else { throw FetchError(.invalidURL, "credentials in the URL are not allowed") }
+        var host = String(authority)
+        if host.hasPrefix("[") {
+            if let close = host.firstIndex(of: "]") { host = String(host[...close]) }
+        } else if let colon = host.lastIndex(of: ":") {
+            host = String(host[..<colon])
+        }
+        host = host.lowercased()
+        guard !host.isEmpty else { throw FetchError(.invalidURL, "no host") }
+        switch scheme {
+        case "https": return (scheme, host)
+        case "http" where loopbackHosts.contains(host): return (scheme, host)
+        case "http": throw FetchError(.invalidURL, "plain http is allowed only to loopback addresses; use https")
+        default: throw FetchError(.invalidURL, "scheme \(scheme) is not allowed")
+        }
+    }
+}

@@ -1,0 +1,345 @@
+import Foundation
+import Logging
+import Metrics
+import Synchronization
+
+/// A provider's keys fetched from its JWKS over HTTPS: cached, refreshed ahead of expiry, kept through outages.
+///
+/// - The hot path (``currentKeys()``) reads an immutable ``KeySet`` under a lock and never fetches.
+/// - A token with an unknown `kid` triggers at most one refetch per cooldown, shared by every concurrent caller
+///   (single flight); the rest answer `unknown_key` at once, so random key ids cannot multiply IdP requests.
+/// - A failed fetch (transport error, error status, oversized or malformed JWKS) keeps the last good keys until
+///   they are older than the maximum stale age; then, and with no keys at all, the answer is `keys_unavailable`.
+///   Failures are retried with capped, jittered exponential backoff.
+/// - With an archive, fetched keys are recorded (after the fetch, off the hot path); on start, keys seen within
+///   the maximum stale age are used until the first fetch succeeds.
+public final class JWKSKeySource: KeySource {
+    /// Where the JWKS lives: a URL, or found through the issuer's OpenID discovery document.
+    public enum Location: Sendable, Equatable {
+        case jwks(String)
+        case discovery(issuer: String)
+    }
+
+    public let provider: String
+    public let location: Location
+    public let policy: KeyFetchPolicy
+    private let fetcher: any HTTPFetching
+    private let archive: KeyArchive?
+    private let clock: @Sendable () -> Double
+    private let logger: Logger
+    private let state: Mutex<State>
+    private static let archiveQueue = DispatchQueue(label: "tokenguard.key-archive")
+
+    struct State {
+        var keys: KeySet?
+        var fetchedAt: Double?
+        var expiresAt: Double = 0
+        var lastError: String?
+        var failures = 0
+        var nextAttemptAt: Double = 0
+        var lastUnknownKeyRefetch: Double = -.infinity
+        var inflight: Task<Result<KeySet, VerificationError>, Never>?
+        var jwksURL: String?
+        /// Archived keys no longer in the current set, for verification at a past time.
+        var retired: [VerificationKey] = []
+    }
+
+    public init(
+        provider: String, location: Location, fetcher: any HTTPFetching, policy: KeyFetchPolicy = KeyFetchPolicy(),
+        archive: KeyArchive? = nil, logger: Logger = Logger(label: "tokenguard.keys"),
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.provider = provider
+        self.location = location
+        self.fetcher = fetcher
+        self.policy = policy
+        self.archive = archive
+        self.clock = clock
+        var logger = logger
+        logger[metadataKey: "provider"] = "\(provider)"
+        self.logger = logger
+        var initial = State()
+        if case .jwks(let url) = location { initial.jwksURL = url }
+        self.state = Mutex(initial)
+        loadFromArchive()
+    }
+
+    // MARK: - KeySource
+
+    public func currentKeys() -> Result<KeySet, VerificationError> {
+        let now = clock()
+        return state.withLock { state in
+            if let keys = state.keys, let fetchedAt = state.fetchedAt, now - fetchedAt <= policy.maximumStaleAge { return .success(keys) }
+            return .failure(unavailable(state, now: now))
+        }
+    }
+
+    public func historicalKeys() -> Result<KeySet, VerificationError> {
+        let (current, retired) = state.withLock { ($0.keys, $0.retired) }
+        let keys = (current?.keys ?? []) + retired
+        guard !keys.isEmpty else { return currentKeys() }
+        return .success(KeySet(keys: keys))
+    }
+
+    public func keysAfterMiss(keyID: String?) async -> Result<KeySet, VerificationError>? {
+        let now = clock()
+        let task: Task<Result<KeySet, VerificationError>, Never>? = state.withLock { state in
+            if let inflight = state.inflight { return inflight }
+            let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
+            if usable {
+                // Unknown kid with good keys in hand: one refetch per cooldown.
+                guard now - state.lastUnknownKeyRefetch >= policy.unknownKeyCooldown else {
+                    Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "suppressed")])
+                        .increment()
+                    return nil
+                }
+                state.lastUnknownKeyRefetch = now
+                Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "performed")])
+                    .increment()
+            } else if now < state.nextAttemptAt {
+                return nil  // backing off after failures: answer from what we have
+            }
+            return startFetch(&state)
+        }
+        guard let task else { return nil }
+        return await task.value
+    }
+
+    public var status: KeySourceStatus {
+        let now = clock()
+        return state.withLock { state in
+            let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
+            return KeySourceStatus(
+                keyIDs: state.keys?.keys.compactMap(\.keyID) ?? [], usable: usable, fetchedAt: state.fetchedAt,
+                expiresAt: state.fetchedAt == nil ? nil : state.expiresAt, lastError: state.lastError, consecutiveFailures: state.failures)
+        }
+    }
+
+    // MARK: - Refreshing
+
+    /// Fetches now, or joins the fetch already under way.
+    @discardableResult
+    public func refresh() async -> Result<KeySet, VerificationError> {
+        let task = state.withLock { state in state.inflight ?? startFetch(&state) }
+        return await task.value
+    }
+
+    /// Keeps the keys fresh until cancelled: refreshes ahead of expiry (with jitter) and retries failures with
+    /// backoff. Run it as a background task for the life of the service.
+    public func runRefreshLoop() async {
+        while !Task.isCancelled {
+            let now = clock()
+            let delay: Double = state.withLock { state in
+                if state.failures > 0 || state.keys == nil { return max(0, state.nextAttemptAt - now) }
+                // Refresh ahead of expiry by up to 10 % of the TTL (at most a minute), jittered so a fleet spreads out.
+                let ttl = max(state.expiresAt - (state.fetchedAt ?? now), 1)
+                let ahead = min(ttl * 0.1, 60) * Double.random(in: 0.5...1)
+                return max(0, state.expiresAt - ahead - now)
+            }
+            if delay > 0 {
+                do { try await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9)) } catch { return }
+            }
+            await refresh()
+            Gauge(label: "tokenguard_key_age_seconds", dimensions: [("provider", provider)])
+                .record(state.withLock { $0.fetchedAt.map { clock() - $0 } ?? -1 })
+        }
+    }
+
+    private func startFetch(_ state: inout State) -> Task<Result<KeySet, VerificationError>, Never> {
+        let task = Task { await self.fetch() }
+        state.inflight = task
+        return task
+    }
+
+    private func fetch() async -> Result<KeySet, VerificationError> {
+        let started = clock()
+        do {
+            let url = try await resolveJWKSURL()
+            let response = try await fetcher.send(
+                HTTPRequest(url: url, headers: [("Accept", "application/json")], maximumResponseBytes: policy.maximumDocumentBytes))
+            guard response.status == 200 else { throw FetchFailure("HTTP \(response.status) from the JWKS endpoint", outcome: "http_error") }
+            let keySet: KeySet
+            do {
+                keySet = try KeySet.parse(jwks: response.body)
+            } catch {
+                throw FetchFailure("malformed JWKS: \(error.message)", outcome: "malformed")
+            }
+            guard !keySet.keys.isEmpty else {
+                throw FetchFailure("JWKS has no usable keys (\(keySet.skipped.count) skipped)", outcome: "malformed")
+            }
+            let ttl = policy.ttl(cacheControl: response.header("cache-control"))
+            let now = clock()
+            succeed(keySet, ttl: ttl, at: now)
+            // The keys are already in use; the fetch completes once they are archived (and the retired keys for
+            // verification at a past time re-read), so a caller that awaited it sees a consistent archive.
+            await archiveKeys(keySet, at: now)
+            return .success(keySet)
+        } catch let failure as FetchFailure {
+            return fail(failure, started: started)
+        } catch let error as FetchError {
+            return fail(FetchFailure("\(error.kind.rawValue): \(error.message)", outcome: error.kind.rawValue), started: started)
+        } catch {
+            return fail(FetchFailure("\(error)", outcome: "error"), started: started)
+        }
+    }
+
+    private func succeed(_ keySet: KeySet, ttl: Double, at now: Double) {
+        let previous: KeySet? = state.withLock { state in
+            let previous = state.keys
+            state.keys = keySet
+            state.fetchedAt = now
+            state.expiresAt = now + ttl
+            state.lastError = nil
+            state.failures = 0
+            state.nextAttemptAt = 0
+            state.inflight = nil
+            return previous
+        }
+        Counter(label: "tokenguard_jwks_fetches_total", dimensions: [("provider", provider), ("outcome", "ok")]).increment()
+        Gauge(label: "tokenguard_keys", dimensions: [("provider", provider)]).record(keySet.keys.count)
+        Gauge(label: "tokenguard_key_age_seconds", dimensions: [("provider", provider)]).record(0)
+        logger.info("fetched JWKS", metadata: ["keys": "\(keySet.keys.count)", "skipped": "\(keySet.skipped.count)", "ttl_s": "\(Int(ttl))"])
+        for skipped in keySet.skipped { logger.debug("skipped a JWKS key", metadata: ["reason": "\(skipped)"]) }
+        if let previous { reportSuspicious(previous: previous, current: keySet) }
+    }
+
+    private func fail(_ failure: FetchFailure, started: Double) -> Result<KeySet, VerificationError> {
+        let now = clock()
+        let (failures, delay, stillUsable): (Int, Double, Bool) = state.withLock { state in
+            state.failures += 1
+            state.lastError = failure.message
+            let delay = policy.backoff(failures: state.failures, jitter: Double.random(in: 0...1))
+            state.nextAttemptAt = now + delay
+            state.inflight = nil
+            let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
+            return (state.failures, delay, usable)
+        }
+        Counter(label: "tokenguard_jwks_fetches_total", dimensions: [("provider", provider), ("outcome", failure.outcome)]).increment()
+        logger.warning(
+            "JWKS fetch failed; \(stillUsable ? "keeping the last good keys" : "no usable keys")",
+            metadata: [
+                "error": "\(failure.message)", "consecutive_failures": "\(failures)", "retry_in_s": "\(String(format: "%.1f", delay))",
+                "took_ms": "\(Int((now - started) * 1000))",
+            ])
+        return .failure(VerificationError(.keysUnavailable, "cannot fetch \(provider) keys: \(failure.message)"))
+    }
+
+    private func unavailable(_ state: State, now: Double) -> VerificationError {
+        if let fetchedAt = state.fetchedAt, state.keys != nil {
+            return VerificationError(
+                .keysUnavailable,
+                "\(provider) keys are \(Int(now - fetchedAt)) s old, beyond the maximum stale age of \(Int(policy.maximumStaleAge)) s"
+                    + (state.lastError.map { "; last error: \($0)" } ?? ""))
+        }
+        return VerificationError(.keysUnavailable, "\(provider) keys not fetched yet" + (state.lastError.map { "; last error: \($0)" } ?? ""))
+    }
+
+    /// A `kid` whose key material changed, or a fetch that replaced every key at once, is worth a look: it is
+    /// what a compromised or spoofed JWKS endpoint would produce. Logged and counted; both versions are archived.
+    private func reportSuspicious(previous: KeySet, current: KeySet) {
+        let old = Dictionary(previous.keys.compactMap { key in key.keyID.map { ($0, key.thumbprint) } }, uniquingKeysWith: { first, _ in first })
+        var changed: [String] = []
+        var overlap = false
+        for key in current.keys {
+            guard let kid = key.keyID, let thumbprint = old[kid] else { continue }
+            overlap = true
+            if thumbprint != key.thumbprint { changed.append(kid) }
+        }
+        if !changed.isEmpty {
+            Counter(label: "tokenguard_jwks_suspicious_total", dimensions: [("provider", provider), ("kind", "kid_material_changed")]).increment()
+            logger.warning("a JWKS key id now names different key material", metadata: ["kids": "\(changed.joined(separator: ","))"])
+        }
+        if !overlap && !old.isEmpty {
+            Counter(label: "tokenguard_jwks_suspicious_total", dimensions: [("provider", provider), ("kind", "all_keys_replaced")]).increment()
+            logger.warning("the JWKS replaced every key at once", metadata: ["previous": "\(old.count)", "current": "\(current.keys.count)"])
+        }
+    }
+
+    // MARK: - Discovery
+
+    private func resolveJWKSURL() async throws -> String {
+        if let url = state.withLock({ $0.jwksURL }) { return url }
+        guard case .discovery(let issuer) = location else { throw FetchFailure("no JWKS URL", outcome: "config") }
+        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+        let response = try await fetcher.send(
+            HTTPRequest(url: base + "/.well-known/openid-configuration", headers: [("Accept", "application/json")], maximumResponseBytes: 1 << 20))
+        guard response.status == 200 else { throw FetchFailure("HTTP \(response.status) from the discovery document", outcome: "http_error") }
+        guard let document = try? JSONParser.parseObject(response.body) else {
+            throw FetchFailure("discovery document is not a JSON object", outcome: "malformed")
+        }
+        // OpenID Connect Discovery §4.3: the issuer in the document must be exactly the one configured.
+        guard document["issuer"]?.stringValue == issuer else {
+            throw FetchFailure("discovery document names issuer \(document["issuer"].map { JSONWriter.string($0) } ?? "none"), not \(issuer)", outcome: "malformed")
+        }
+        guard let jwksURI = document["jwks_uri"]?.stringValue else { throw FetchFailure("discovery document has no jwks_uri", outcome: "malformed") }
+        do {
+            _ = try OutboundURL.validate(jwksURI)
+        } catch {
+            throw FetchFailure("discovery jwks_uri refused: \(error.message)", outcome: "malformed")
+        }
+        state.withLock { $0.jwksURL = jwksURI }
+        return jwksURI
+    }
+
+    // MARK: - Archive
+
+    /// Records the fetched keys on the archive's own queue (SQLite is blocking I/O: never on the cooperative pool).
+    /// A failed write is logged and counted; the keys in memory are unaffected.
+    private func archiveKeys(_ keySet: KeySet, at now: Double) async {
+        guard let archive else { return }
+        let provider = self.provider
+        let logger = self.logger
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Self.archiveQueue.async {
+                do {
+                    try archive.record(provider: provider, keys: keySet.keys, seenAt: Int64(now))
+                    self.reloadRetired()
+                } catch {
+                    Counter(label: "tokenguard_key_archive_errors_total", dimensions: [("provider", provider)]).increment()
+                    logger.error("cannot write the key archive; verification continues with keys in memory", metadata: ["error": "\(error)"])
+                }
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Loads archived keys: recent ones become the starting key set (restart during an outage); ones not in the
+    /// current set become the retired keys used only for verification at a past time.
+    private func loadFromArchive() {
+        guard let archive else { return }
+        let now = clock()
+        do {
+            let recent = try archive.entries(provider: provider, lastSeenSince: Int64(now - policy.maximumStaleAge))
+            // The last good set: the keys seen in the most recent fetch (every key of one fetch shares its time).
+            let lastSeen = recent.map(\.lastSeen).max()
+            let keys = recent.filter { $0.lastSeen == lastSeen }.compactMap { $0.verificationKey(window: false) }
+            if !keys.isEmpty, let lastSeen {
+                state.withLock { state in
+                    state.keys = KeySet(keys: keys)
+                    state.fetchedAt = Double(lastSeen)
+                    state.expiresAt = now  // refresh at once; these serve only until the first fetch succeeds
+                }
+                logger.info("using archived keys until the first fetch", metadata: ["keys": "\(keys.count)", "last_seen": "\(lastSeen)"])
+            }
+        } catch {
+            logger.error("cannot read the key archive", metadata: ["error": "\(error)"])
+        }
+        reloadRetired()
+    }
+
+    private func reloadRetired() {
+        guard let archive, let entries = try? archive.entries(provider: provider) else { return }
+        let current = Set(state.withLock { $0.keys?.keys.map(\.thumbprint) ?? [] })
+        let retired = entries.filter { !current.contains($0.thumbprint) }.compactMap { $0.verificationKey(window: true) }
+        state.withLock { $0.retired = retired }
+    }
+}
+
+struct FetchFailure: Error {
+    let message: String
+    let outcome: String
+    init(_ message: String, outcome: String) {
+        self.message = message
+        self.outcome = outcome
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import GRDB
+
+/// Every key ever fetched, per provider, in SQLite (the embedded default; contract: `key_archive`).
+///
+/// Serves two things: restarting during an IdP outage (keys seen recently are usable until the first fetch
+/// succeeds) and verifying logged tokens as of a past time (`at`), with keys that have since been rotated out.
+/// A key whose material changes under the same `kid` is a new row: both versions are kept.
+/// Writes happen after fetches, never on the verification path.
+public final class KeyArchive: Sendable {
+    /// One archived key version.
+    public struct Entry: Sendable, Equatable {
+        public let provider: String
+        public let keyID: String
+        public let thumbprint: String
+        /// The JWK as published (JSON text).
+        public let jwk: String
+        public let firstSeen: Int64
+        public let lastSeen: Int64
+    }
+
+    public let path: String
+    private let database: DatabaseQueue
+
+    /// Opens (creating if needed) the archive at `path`. Throws if the file is not a usable SQLite database.
+    public init(path: String) throws {
+        self.path = path
+        var configuration = GRDB.Configuration()
+        configuration.busyMode = .timeout(2)
+        database = try DatabaseQueue(path: path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE keys (
+                        provider TEXT NOT NULL,
+                        kid TEXT NOT NULL,
+                        thumbprint TEXT NOT NULL,
+                        jwk TEXT NOT NULL,
+                        first_seen INTEGER NOT NULL,
+                        last_seen INTEGER NOT NULL,
+                        PRIMARY KEY (provider, kid, thumbprint)
+                    )
+                    """)
+        }
+        try migrator.migrate(database)
+    }
+
+    /// Records that `keys` were published by `provider` at `seenAt` (Unix seconds).
+    public func record(provider: String, keys: [VerificationKey], seenAt: Int64) throws {
+        try database.write { db in
+            for key in keys {
+                try db.execute(
+                    sql: """
+                        INSERT INTO keys (provider, kid, thumbprint, jwk, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)
+                        ON CONFLICT (provider, kid, thumbprint) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)
+                        """,
+                    arguments: [provider, key.keyID ?? "", key.thumbprint, JSONWriter.string(.object(key.jwk)), seenAt, seenAt])
+            }
+        }
+    }
+
+    /// Every archived key of `provider`, optionally only those last seen at or after `since`.
+    public func entries(provider: String, lastSeenSince since: Int64 = 0) throws -> [Entry] {
+        try database.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM keys WHERE provider = ? AND last_seen >= ? ORDER BY kid, first_seen", arguments: [provider, since]
+            ).map { row in
+                Entry(
+                    provider: row["provider"], keyID: row["kid"], thumbprint: row["thumbprint"], jwk: row["jwk"],
+                    firstSeen: row["first_seen"], lastSeen: row["last_seen"])
+            }
+        }
+    }
+}
+
+extension KeyArchive.Entry {
+    /// The archived key as a verification key. With `window`, usable only for tokens issued between one day
+    /// before it was first seen and when it was last seen (a key is published ahead of first use).
+    public func verificationKey(window: Bool) -> VerificationKey? {
+        guard let object = try? JSONParser.parseObject(Array(jwk.utf8)), case .success(let key) = JWKParser.parse(object) else { return nil }
+        return window ? key.withPublishedWindow((firstSeen - 86_400)...lastSeen) : key
+    }
+}

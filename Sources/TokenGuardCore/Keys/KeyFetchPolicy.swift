@@ -1,0 +1,67 @@
+/// How a fetching key source caches, refreshes and tolerates failures (config: `keys:`).
+public struct KeyFetchPolicy: Sendable, Equatable {
+    /// `Cache-Control: max-age` is clamped to at least this (default 5 min)…
+    public var minimumTTL: Double = 300
+    /// …and at most this (default 24 h); also the TTL when the provider sends none.
+    public var maximumTTL: Double = 86_400
+    /// At most one unknown-`kid` refetch per provider per this many seconds (default 30 s).
+    public var unknownKeyCooldown: Double = 30
+    /// Keys last fetched longer ago than this are no longer used: `keys_unavailable` (default 24 h).
+    public var maximumStaleAge: Double = 86_400
+    /// First retry delay after a failed fetch; doubles per failure up to `maximumBackoff` (defaults 1 s, 5 min).
+    public var initialBackoff: Double = 1
+    public var maximumBackoff: Double = 300
+    /// A JWKS document larger than this is refused (1 MiB).
+    public var maximumDocumentBytes = KeySet.maximumDocumentBytes
+
+    public init() {}
+
+    /// The TTL for a response's `Cache-Control`, clamped to [minimumTTL, maximumTTL].
+    public func ttl(cacheControl: String?) -> Double {
+        guard let cacheControl, let maxAge = Self.maxAge(cacheControl) else { return maximumTTL }
+        return min(max(Double(maxAge), minimumTTL), maximumTTL)
+    }
+
+    /// `max-age` from a Cache-Control header; `no-store`/`no-cache` count as 0 (then clamped up to the minimum).
+    static func maxAge(_ header: String) -> Int? {
+        var result: Int? = nil
+        for directive in header.lowercased().split(separator: ",") {
+            let trimmed = directive.trimmingCharacters(in: " \t")
+            if trimmed == "no-store" || trimmed == "no-cache" { return 0 }
+            if trimmed.hasPrefix("max-age=") {
+                let value = trimmed.dropFirst("max-age=".count).trimmingCharacters(in: "\"")
+                // Cap before converting so a huge value cannot trap.
+                guard value.count <= 12, let seconds = Int(value), seconds >= 0 else { continue }
+                result = seconds
+            }
+        }
+        return result
+    }
+
+    /// The delay before retry `failures` (1-based): initialBackoff × 2^(failures−1), capped, then ±10 % jitter.
+    ///
+    /// | failures | 1 | 2 | 3 | 4 | … | 9+ |
+    /// |---|---|---|---|---|---|---|
+    /// | delay (defaults) | 1 s | 2 s | 4 s | 8 s | … | 300 s |
+    public func backoff(failures: Int, jitter: Double) -> Double {
+        let exponent = Double(min(max(failures - 1, 0), 30))  // capped before pow, so no overflow
+        let base = min(initialBackoff * pow2(exponent), maximumBackoff)
+        return base * (1 + 0.1 * (jitter * 2 - 1))
+    }
+
+    private func pow2(_ exponent: Double) -> Double {
+        var value = 1.0
+        for _ in 0..<Int(exponent) { value *= 2 }
+        return value
+    }
+}
+
+extension StringProtocol {
+    func trimmingCharacters(in set: String) -> String {
+        let characters = Set(set)
+        guard let start = firstIndex(where: { !characters.contains($0) }), let end = lastIndex(where: { !characters.contains($0) }) else {
+            return ""
+        }
+        return String(self[start...end])
+    }
+}

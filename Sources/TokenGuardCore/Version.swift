@@ -1,0 +1,1 @@
+public enum TokenGuardVersion { public static let string = "0.2.0" }

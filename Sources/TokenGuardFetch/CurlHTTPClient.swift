@@ -1,0 +1,158 @@
+import CCurl
+import Foundation
+import TokenGuardCore
+
+/// The outbound HTTP client on libcurl, used for every call to a provider.
+///
+/// - TLS verification is always on (peer and host); there is no option to turn it off.
+/// - `https` only, except plain `http` to loopback addresses (tests, the dev IdP); redirects (at most 3) only to `https`.
+/// - Connect and total timeouts; a response size limit enforced while reading.
+/// - Blocking `curl_easy_perform` runs on threads of this client's own, never on Swift's cooperative pool or an
+///   event loop; callers `await`. Each thread keeps one easy handle, so connections and TLS sessions are reused.
+public final class CurlHTTPClient: HTTPFetching {
+    public struct Configuration: Sendable {
+        /// Connect timeout (default 2 s).
+        public var connectTimeoutMilliseconds = 2_000
+        /// Whole-request timeout (default 5 s).
+        public var totalTimeoutMilliseconds = 5_000
+        public var maximumRedirects = 3
+        /// Worker threads, hence concurrent transfers (default 4).
+        public var threads = 4
+        public var userAgent = "tokenguard/\(TokenGuardVersion.string) (+https://github.com/tokenguard)"
+
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    private let workers: BlockingWorkers
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        self.workers = BlockingWorkers(threads: configuration.threads, name: "tokenguard-curl")
+    }
+
+    deinit { workers.shutdown() }
+
+    public func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
+        let (scheme, _) = try OutboundURL.validate(request.url)
+        let configuration = self.configuration
+        let result: Result<HTTPResponse, FetchError> = await workers.run { handle in
+            Result { () throws(FetchError) -> HTTPResponse in
+                try Self.perform(request, allowPlainHTTP: scheme == "http", configuration: configuration, handle: handle)
+            }
+        }
+        return try result.get()
+    }
+
+    /// One blocking transfer on a worker thread's own handle.
+    static func perform(
+        _ request: HTTPRequest, allowPlainHTTP: Bool, configuration: Configuration, handle: CurlEasyHandle
+    ) throws(FetchError) -> HTTPResponse {
+        handle.reset()
+        let state = TransferState(maximumBytes: request.maximumResponseBytes)
+        let unmanaged = Unmanaged.passRetained(state)
+        defer { unmanaged.release() }
+        let headerList = CurlHeaderList(request.headers + [("Expect", "")])
+        try handle.set(CURLOPT_URL, request.url)
+        try handle.set(CURLOPT_PROTOCOLS_STR, allowPlainHTTP ? "http,https" : "https")
+        try handle.set(CURLOPT_REDIR_PROTOCOLS_STR, "https")
+        try handle.set(CURLOPT_FOLLOWLOCATION, 1)
+        try handle.set(CURLOPT_MAXREDIRS, configuration.maximumRedirects)
+        // Certificate and host-name verification: explicitly on, whatever libcurl's build defaults are.
+        try handle.set(CURLOPT_SSL_VERIFYPEER, 1)
+        try handle.set(CURLOPT_SSL_VERIFYHOST, 2)
+        try handle.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
+        try handle.set(CURLOPT_TIMEOUT_MS, configuration.totalTimeoutMilliseconds)
+        // No signals: timeouts must not use SIGALRM in a multi-threaded process.
+        try handle.set(CURLOPT_NOSIGNAL, 1)
+        try handle.set(CURLOPT_USERAGENT, configuration.userAgent)
+        try handle.set(CURLOPT_MAXFILESIZE, request.maximumResponseBytes)
+        try handle.set(headers: headerList)
+        try handle.setWriteCallback(curlWriteCallback)
+        try handle.set(CURLOPT_WRITEDATA, pointer: unmanaged.toOpaque())
+        try handle.setHeaderCallback(curlHeaderCallback)
+        try handle.set(CURLOPT_HEADERDATA, pointer: unmanaged.toOpaque())
+        let body = request.body ?? []
+        if request.method == .post {
+            try handle.set(CURLOPT_POST, 1)
+            try handle.set(CURLOPT_POSTFIELDSIZE, body.count)
+        }
+        let code: CURLcode = body.withUnsafeBytes { raw in
+            if request.method == .post {
+                _ = tg_curl_easy_setopt_ptr(handle.raw, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            }
+            return curl_easy_perform(handle.raw)
+        }
+        guard code == CURLE_OK else { throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes) }
+        return HTTPResponse(status: handle.responseCode(), headers: state.headers, body: state.body)
+    }
+
+    static func error(for code: CURLcode, exceeded: Bool, limit: Int) -> FetchError {
+        let text = String(cString: curl_easy_strerror(code))
+        if exceeded || code == CURLE_FILESIZE_EXCEEDED { return FetchError(.tooLarge, "response larger than \(limit) bytes") }
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: return FetchError(.timeout, text)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return FetchError(.connect, text)
+        case CURLE_TOO_MANY_REDIRECTS, CURLE_UNSUPPORTED_PROTOCOL: return FetchError(.redirect, text)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
+            return FetchError(.tls, text)
+        default: return FetchError(.transport, text)
+        }
+    }
+}
+
+/// A fixed set of threads, each owning one easy handle, running blocking transfers handed to them by `async`
+/// callers. Jobs queue when every thread is busy.
+final class BlockingWorkers: @unchecked Sendable {
+    // @unchecked Sendable: `jobs` is only touched under `condition`; threads never share their handles.
+    private let condition = NSCondition()
+    private var jobs: [(CurlEasyHandle?) -> Void] = []
+    private var stopping = false
+
+    init(threads: Int, name: String) {
+        for index in 0..<max(1, threads) {
+            // Each thread holds the workers until shutdown, then exits and frees its easy handle.
+            let thread = Thread { self.workLoop() }
+            thread.name = "\(name)-\(index)"
+            thread.start()
+        }
+    }
+
+    private func workLoop() {
+        let handle = try? CurlEasyHandle()
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopping { condition.wait() }
+            if jobs.isEmpty && stopping {
+                condition.unlock()
+                return
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job(handle)
+        }
+    }
+
+    /// Lets the threads finish queued work and exit.
+    func shutdown() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func run<T: Sendable>(_ body: @escaping @Sendable (CurlEasyHandle) -> Result<T, FetchError>) async -> Result<T, FetchError> {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            jobs.append { handle in
+                guard let handle else {
+                    continuation.resume(returning: .failure(FetchError(.transport, "curl_easy_init failed")))
+                    return
+                }
+                continuation.resume(returning: body(handle))
+            }
+            condition.signal()
+            condition.unlock()
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Testing
+import TokenGuardCore
+import TokenGuardFetch
+import TokenGuardTestSupport
+
+/// The libcurl client against a real HTTP server on 127.0.0.1.
+struct CurlHTTPClientTests {
+    static func client(timeoutMilliseconds: Int = 1_000) -> CurlHTTPClient {
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.connectTimeoutMilliseconds = 500
+        configuration.totalTimeoutMilliseconds = timeoutMilliseconds
+        return CurlHTTPClient(configuration: configuration)
+    }
+
+    @Test("GET returns status, lowercased headers and body; sends a tokenguard User-Agent")
+    func get() async throws {
+        let server = try FakeHTTPServer { request in
+            .json("{\"ua\":\"\(request.headers["user-agent"] ?? "")\"}", headers: [("Cache-Control", "public, max-age=600")])
+        }
+        let response = try await Self.client().send(HTTPRequest(url: server.baseURL + "/jwks"))
+        #expect(response.status == 200)
+        #expect(response.header("Cache-Control") == "public, max-age=600")
+        #expect(String(decoding: response.body, as: UTF8.self).contains("tokenguard/"))
+    }
+
+    @Test("POST sends the body and headers")
+    func post() async throws {
+        let server = try FakeHTTPServer { request in
+            .json("{\"method\":\"\(request.method)\",\"auth\":\"\(request.headers["authorization"] ?? "")\",\"body\":\(String(decoding: request.body, as: UTF8.self))}")
+        }
+        let response = try await Self.client().send(
+            HTTPRequest(url: server.baseURL + "/x", method: .post, headers: [("Authorization", "Basic abc")], body: Array("{\"a\":1}".utf8)))
+        let object = try JSONParser.parseObject(response.body)
+        #expect(object["method"] == .string("POST"))
+        #expect(object["auth"] == .string("Basic abc"))
+        #expect(object["body"]?.objectValue?["a"] == .integer(1))
+    }
+
+    @Test("a response over the size limit is refused while reading")
+    func tooLarge() async throws {
+        let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: [UInt8](repeating: 0x41, count: 200_000)) }
+        do {
+            _ = try await Self.client().send(HTTPRequest(url: server.baseURL + "/big", maximumResponseBytes: 100_000))
+            Issue.record("an oversized response must fail")
+        } catch {
+            #expect(error.kind == .tooLarge)
+        }
+    }
+
+    @Test("a response slower than the timeout fails as a timeout")
+    func slow() async throws {
+        let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array("{}".utf8), delay: 2) }
+        // The server answers after 2 s; only curl's 300 ms timeout can turn that into a timeout error.
+        do {
+            _ = try await Self.client(timeoutMilliseconds: 300).send(HTTPRequest(url: server.baseURL + "/slow"))
+            Issue.record("a slow response must time out")
+        } catch {
+            #expect(error.kind == .timeout)
+        }
+    }
+
+    @Test("connection refused fails as connect")
+    func refused() async throws {
+        let server = try FakeHTTPServer()
+        let url = server.baseURL + "/jwks"
+        server.stop()
+        do {
+            _ = try await Self.client().send(HTTPRequest(url: url))
+            Issue.record("a refused connection must fail")
+        } catch {
+            #expect(error.kind == .connect)
+        }
+    }
+
+    @Test("plain http only to loopback; https otherwise; redirects only to https")
+    func urlRules() async throws {
+        for url in ["http://example.com/jwks", "ftp://127.0.0.1/x", "file:///etc/passwd", "https://user:pw@example.com/", "jwks"] {
+            do {
+                _ = try await Self.client().send(HTTPRequest(url: url))
+                Issue.record("\(url) must be refused")
+            } catch {
+                #expect(error.kind == .invalidURL, "\(url): \(error)")
+            }
+        }
+        let server = try FakeHTTPServer { request in
+            request.path == "/redirect" ? FakeHTTPServer.Response(status: 302, headers: [("Location", "/target")]) : .json("{}")
+        }
+        do {
+            _ = try await Self.client().send(HTTPRequest(url: server.baseURL + "/redirect"))
+            Issue.record("a redirect to plain http must be refused")
+        } catch {
+            #expect(error.kind == .redirect)
+        }
+        #expect(server.count("/target") == 0)
+    }
+
+    @Test("concurrent requests all complete (handles reused across the worker threads)")
+    func concurrent() async throws {
+        let server = try FakeHTTPServer { _ in .json("{\"ok\":true}") }
+        let client = Self.client()
+        let statuses = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<100 { group.addTask { (try? await client.send(HTTPRequest(url: server.baseURL + "/jwks")))?.status ?? 0 } }
+            var all: [Int] = []
+            for await status in group { all.append(status) }
+            return all
+        }
+        #expect(statuses.count == 100 && statuses.allSatisfy { $0 == 200 })
+        #expect(server.count("/jwks") == 100)
+    }
+}

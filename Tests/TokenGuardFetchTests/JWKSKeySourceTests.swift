@@ -1,0 +1,327 @@
+import Foundation
+import Synchronization
+import Testing
+import TokenGuardCore
+import TokenGuardCrypto
+import TokenGuardFetch
+import TokenGuardTestSupport
+
+/// Fetched keys through rotation, outages and floods, against a real HTTP server on 127.0.0.1 playing the IdP.
+struct JWKSKeySourceTests {
+    let nonce = "fetch-raw-nonce"
+
+    /// A test clock that only moves when told to.
+    final class TestClock: Sendable {
+        private let seconds: Mutex<Double>
+        init(_ start: Double) { seconds = Mutex(start) }
+        var now: Double { seconds.withLock { $0 } }
+        func advance(_ delta: Double) { seconds.withLock { $0 += delta } }
+        func set(_ value: Double) { seconds.withLock { $0 = value } }
+    }
+
+    /// An IdP whose published keys and failure mode the test changes as it goes.
+    final class IdP: Sendable {
+        final class State: Sendable {
+            let jwks: Mutex<String>
+            let mode = Mutex<FakeHTTPServer.Response?>(nil)
+            let cacheControl = Mutex<String?>("max-age=3600")
+            init(jwks: String) { self.jwks = Mutex(jwks) }
+        }
+
+        let server: FakeHTTPServer
+        let state: State
+
+        init(keys: [TestKey]) throws {
+            let state = State(jwks: try SharedTestKeys.jwks(keys))
+            self.state = state
+            server = try FakeHTTPServer { _ in
+                if let override = state.mode.withLock({ $0 }) { return override }
+                return .json(state.jwks.withLock { $0 }, headers: state.cacheControl.withLock { $0 }.map { [("Cache-Control", $0)] } ?? [])
+            }
+        }
+
+        var url: String { server.baseURL + "/jwks" }
+        var fetches: Int { server.count("/jwks") }
+        func publish(_ keys: [TestKey]) throws {
+            let text = try SharedTestKeys.jwks(keys)
+            state.jwks.withLock { $0 = text }
+        }
+        func fail(with response: FakeHTTPServer.Response?) { state.mode.withLock { $0 = response } }
+        func setCacheControl(_ value: String?) { state.cacheControl.withLock { $0 = value } }
+    }
+
+    static func client() -> CurlHTTPClient {
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.connectTimeoutMilliseconds = 500
+        configuration.totalTimeoutMilliseconds = 500
+        return CurlHTTPClient(configuration: configuration)
+    }
+
+    func source(_ idp: IdP, clock: TestClock? = nil, archive: KeyArchive? = nil, policy: KeyFetchPolicy = KeyFetchPolicy()) -> JWKSKeySource {
+        if let clock {
+            return JWKSKeySource(
+                provider: "apple", location: .jwks(idp.url), fetcher: Self.client(), policy: policy, archive: archive, clock: { clock.now })
+        }
+        return JWKSKeySource(provider: "apple", location: .jwks(idp.url), fetcher: Self.client(), policy: policy, archive: archive)
+    }
+
+    func token(_ key: TestKey, issuedAt: Int64 = Verifiers.now) throws -> String {
+        try key.sign(ProviderTokens.apple(now: issuedAt, rawNonce: nonce))
+    }
+
+    func verify(_ source: JWKSKeySource, _ token: String, at: Int64 = Verifiers.now, historical: Bool = false) async -> VerificationResult {
+        await TokenVerifier(policy: Verifiers.apple(), keySource: source).verifyRefreshingKeys(token: token, nonce: nonce, at: at, historical: historical)
+    }
+
+    @Test("cold start: the first verification fetches the keys once; 1,000 concurrent ones share that fetch")
+    func coldStart() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let source = source(idp)
+        #expect(source.currentKeys().isFailureWith(.keysUnavailable), "nothing fetched yet: keys_unavailable, never a rejection")
+        let token = try token(key)
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<1000 { group.addTask { await verify(source, token).verdict != nil } }
+            var valid = 0
+            for await ok in group where ok { valid += 1 }
+            return valid
+        }
+        #expect(results == 1000)
+        #expect(idp.fetches == 1)
+    }
+
+    @Test("rotation: a new kid is accepted after one refetch; a withdrawn key's tokens are refused")
+    func rotation() async throws {
+        let old = try SharedTestKeys.rsa()
+        let new = try SharedTestKeys.key("rsa-rotated", .rsa(bits: 2048))
+        let idp = try IdP(keys: [old])
+        let source = source(idp)
+        #expect(await verify(source, try token(old)).verdict != nil)
+        try idp.publish([old, new])
+        #expect(await verify(source, try token(new)).verdict != nil, "new kid accepted after a refetch")
+        #expect(idp.fetches == 2)
+        try idp.publish([new])
+        await source.refresh()
+        #expect(await verify(source, try token(old)).code == .unknownKey, "withdrawn key no longer used for current verification")
+    }
+
+    @Test("1,000 tokens with random kids cause at most one refetch per cooldown")
+    func randomKidFlood() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let source = source(idp)
+        await source.refresh()
+        let claims = ProviderTokens.apple(now: Verifiers.now, rawNonce: nonce)
+        var tokens: [String] = []
+        for index in 0..<1000 { tokens.append(try key.sign(claims, keyID: "random-\(index)-\(UInt32.random(in: 0...UInt32.max))")) }
+        let codes = await withTaskGroup(of: ErrorCode?.self) { group in
+            for token in tokens { group.addTask { await verify(source, token).code } }
+            var all: [ErrorCode?] = []
+            for await code in group { all.append(code) }
+            return all
+        }
+        #expect(codes.allSatisfy { $0 == .unknownKey })
+        #expect(idp.fetches <= 2, "initial fetch plus at most one refetch; got \(idp.fetches)")
+    }
+
+    @Test(
+        "a failing IdP keeps the last good keys; with none, keys_unavailable",
+        arguments: [
+            ("500", FakeHTTPServer.Response(status: 500, body: Array("oops".utf8))),
+            ("garbage", FakeHTTPServer.Response.json("{\"keys\": [")),
+            ("no keys", FakeHTTPServer.Response.json("{\"keys\": []}")),
+            ("too large", FakeHTTPServer.Response.json("{\"keys\":[],\"pad\":\"" + String(repeating: "x", count: 1_100_000) + "\"}")),
+            ("slow", FakeHTTPServer.Response(body: Array("{\"keys\":[]}".utf8), delay: 1.5)),
+        ])
+    func failures(name: String, failure: FakeHTTPServer.Response) async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        // Cold, failing: keys_unavailable.
+        idp.fail(with: failure)
+        let cold = source(idp)
+        #expect(await verify(cold, try token(key)).code == .keysUnavailable, "\(name)")
+        #expect(cold.status.lastError != nil)
+        // Warm, then failing: the last good keys stay in use.
+        idp.fail(with: nil)
+        let warm = source(idp)
+        await warm.refresh()
+        idp.fail(with: failure)
+        if case .success = await warm.refresh() { Issue.record("\(name): refresh should fail") }
+        #expect(await verify(warm, try token(key)).verdict != nil, "\(name): last good keys kept")
+        #expect(warm.status.consecutiveFailures == 1)
+        // An unknown kid during the outage cannot be judged: keys_unavailable, not unknown_key.
+        let rotated = try SharedTestKeys.key("rsa-rotated", .rsa(bits: 2048))
+        #expect(await verify(warm, try token(rotated)).code == .keysUnavailable, "\(name)")
+    }
+
+    @Test("connection refused: keys_unavailable, then recovery when the IdP is back")
+    func refusedThenBack() async throws {
+        let key = try SharedTestKeys.rsa()
+        let dead = try FakeHTTPServer()
+        let url = dead.baseURL + "/jwks"
+        dead.stop()
+        var policy = KeyFetchPolicy()
+        policy.initialBackoff = 0.05
+        let source = JWKSKeySource(provider: "apple", location: .jwks(url), fetcher: Self.client(), policy: policy)
+        #expect(await verify(source, try token(key)).code == .keysUnavailable)
+    }
+
+    @Test("Cache-Control max-age is honoured and clamped to [5 min, 24 h]")
+    func cacheControl() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let clock = TestClock(1_767_222_000)
+        for (header, expected) in [("public, max-age=600", 600.0), ("max-age=5", 300), ("max-age=99999999", 86_400), (nil, 86_400), ("no-store", 300)] {
+            idp.setCacheControl(header)
+            let source = source(idp, clock: clock)
+            await source.refresh()
+            let status = source.status
+            #expect(status.expiresAt.map { $0 - (status.fetchedAt ?? 0) } == expected, "\(header ?? "none")")
+        }
+    }
+
+    @Test("keys older than the maximum stale age are not used")
+    func staleKeys() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let clock = TestClock(Double(Verifiers.now))
+        let source = source(idp, clock: clock)
+        await source.refresh()
+        idp.fail(with: FakeHTTPServer.Response(status: 503))
+        clock.advance(86_000)
+        #expect(source.currentKeys().isSuccess)
+        clock.advance(1_000)
+        #expect(source.currentKeys().isFailureWith(.keysUnavailable))
+        #expect(!source.status.usable)
+    }
+
+    @Test("restart during an outage: keys come from the archive until the first fetch succeeds")
+    func restartFromArchive() async throws {
+        let workspace = try TempWorkspace()
+        let archive = try KeyArchive(path: workspace.url.appendingPathComponent("keys.sqlite").path)
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let first = source(idp, archive: archive)
+        await first.refresh()
+        // The archive write happens after the fetch, off the verification path; wait for it (bounded).
+        for _ in 0..<100 where (try? archive.entries(provider: "apple"))?.isEmpty ?? true { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(try archive.entries(provider: "apple").count == 1)
+        idp.fail(with: FakeHTTPServer.Response(status: 500))
+        let restarted = source(idp, archive: try KeyArchive(path: archive.path))
+        #expect(restarted.currentKeys().isSuccess, "archived keys usable at once")
+        #expect(await verify(restarted, try token(key)).verdict != nil)
+    }
+
+    @Test("a corrupt archive file is reported and refused; verification goes on without it")
+    func corruptArchive() async throws {
+        let workspace = try TempWorkspace()
+        let path = try workspace.write("keys.sqlite", "this is not a SQLite database, just text that is long enough to have a header")
+        #expect(throws: (any Error).self) { try KeyArchive(path: path) }
+    }
+
+    @Test("verification at a past time uses a rotated-out key only for tokens issued while it was published")
+    func historical() async throws {
+        let workspace = try TempWorkspace()
+        let archive = try KeyArchive(path: workspace.url.appendingPathComponent("keys.sqlite").path)
+        let old = try SharedTestKeys.rsa()
+        let new = try SharedTestKeys.key("rsa-rotated", .rsa(bits: 2048))
+        let idp = try IdP(keys: [old])
+        let t0 = Double(Verifiers.now)
+        let clock = TestClock(t0)
+        let source = source(idp, clock: clock, archive: archive)
+        await source.refresh()  // old first seen at t0
+        clock.set(t0 + 10 * 86_400)
+        await source.refresh()  // old last seen at t0 + 10 days
+        try idp.publish([new])
+        clock.set(t0 + 20 * 86_400)
+        await source.refresh()  // old withdrawn
+        for _ in 0..<100 where (try? archive.entries(provider: "apple").count) != 2 { try await Task.sleep(for: .milliseconds(20)) }
+        // The archive is re-read after each write; give that a moment too.
+        try await Task.sleep(for: .milliseconds(100))
+        let issued = Int64(t0) + 5 * 86_400
+        let logged = try token(old, issuedAt: issued)
+        #expect(await verify(source, logged, at: issued + 60).code == .unknownKey, "current verification: only published keys")
+        #expect(await verify(source, logged, at: issued + 60, historical: true).verdict != nil, "at a past time: archived key")
+        let early = try token(old, issuedAt: Int64(t0) - 3_600)
+        #expect(await verify(source, early, at: Int64(t0) - 3_000, historical: true).verdict != nil, "within a day before first seen")
+        let afterWithdrawal = Int64(t0) + 15 * 86_400
+        let late = try token(old, issuedAt: afterWithdrawal)
+        #expect(await verify(source, late, at: afterWithdrawal + 60, historical: true).code == .unknownKey, "issued after the key was withdrawn")
+    }
+
+    @Test("a kid whose key material changes keeps both versions in the archive")
+    func kidMaterialChange() async throws {
+        let workspace = try TempWorkspace()
+        let archive = try KeyArchive(path: workspace.url.appendingPathComponent("keys.sqlite").path)
+        let original = try SharedTestKeys.rsa()
+        let impostor = try TestKey(.rsa(bits: 2048), keyID: original.keyID)
+        let idp = try IdP(keys: [original])
+        let source = source(idp, archive: archive)
+        await source.refresh()
+        try idp.publish([impostor])
+        await source.refresh()
+        for _ in 0..<100 where (try? archive.entries(provider: "apple").count) != 2 { try await Task.sleep(for: .milliseconds(20)) }
+        let entries = try archive.entries(provider: "apple")
+        #expect(entries.count == 2)
+        #expect(Set(entries.map(\.keyID)) == [original.keyID])
+        #expect(Set(entries.map(\.thumbprint)).count == 2)
+    }
+
+    @Test("OIDC discovery: the JWKS URL comes from the issuer's document, whose issuer must match")
+    func discovery() async throws {
+        let key = try SharedTestKeys.p256()
+        let documentIssuer = IdP.State(jwks: "")
+        let server = try FakeHTTPServer { _ in .json("{}") }
+        let issuer = server.baseURL
+        let jwks = try SharedTestKeys.jwks([key])
+        server.respond { request in
+            switch request.path {
+            case "/.well-known/openid-configuration":
+                let named = documentIssuer.jwks.withLock { $0 }
+                return .json("{\"issuer\":\"\(named.isEmpty ? issuer : named)\",\"jwks_uri\":\"\(issuer)/keys\"}")
+            case "/keys": return .json(jwks)
+            default: return FakeHTTPServer.Response(status: 404)
+            }
+        }
+        let good = JWKSKeySource(provider: "corp", location: .discovery(issuer: issuer), fetcher: Self.client())
+        #expect(try await good.refresh().get().contains(keyID: key.keyID))
+        documentIssuer.jwks.withLock { $0 = "https://evil.example" }
+        let bad = JWKSKeySource(provider: "corp", location: .discovery(issuer: issuer), fetcher: Self.client())
+        guard case .failure(let error) = await bad.refresh() else {
+            Issue.record("a discovery document naming another issuer must be refused")
+            return
+        }
+        #expect(error.code == .keysUnavailable)
+        #expect(server.count("/keys") == 1)
+    }
+
+    @Test("the background loop refreshes ahead of expiry")
+    func backgroundRefresh() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        idp.setCacheControl("max-age=1")
+        var policy = KeyFetchPolicy()
+        policy.minimumTTL = 1
+        let source = source(idp, policy: policy)
+        let loop = Task { await source.runRefreshLoop() }
+        defer { loop.cancel() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while idp.fetches < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(idp.fetches >= 3)
+        loop.cancel()
+    }
+}
+
+extension Result {
+    var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
+    }
+}
+
+extension Result where Failure == VerificationError {
+    func isFailureWith(_ code: ErrorCode) -> Bool {
+        if case .failure(let error) = self { return error.code == code }
+        return false
+    }
+}
