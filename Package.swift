@@ -85,7 +85,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardFetchTests",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport"],
+            dependencies: [
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
