@@ -88,6 +88,7 @@ let package = Package(
             dependencies: [
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

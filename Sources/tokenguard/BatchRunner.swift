@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import TokenGuardCore
 
 /// Runs a batch: reads a bounded chunk of lines, verifies it on `jobs` threads, writes the chunk's verdicts in
@@ -74,25 +73,31 @@ struct BatchRunner {
         return summary
     }
 
-    /// Verifies a chunk on `jobs` threads; each worker takes every `jobs`-th line, so order is kept by index.
+    /// Verifies a chunk with `jobs` concurrent workers; each takes every `jobs`-th line, so order is kept by index.
+    /// JWS lines are CPU work and never suspend; opaque-token lines wait on their provider without holding a thread.
     private func verify(_ chunk: [LineReader.Line]) -> [BatchProcessor.Output] {
         let workers = min(jobs, chunk.count)
-        if workers <= 1 { return chunk.map(processor.process) }
-        let results = Mutex<[[(Int, BatchProcessor.Output)]]>(Array(repeating: [], count: workers))
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            var local: [(Int, BatchProcessor.Output)] = []
-            local.reserveCapacity(chunk.count / workers + 1)
-            var index = worker
-            while index < chunk.count {
-                local.append((index, processor.process(chunk[index])))
-                index += workers
+        let processor = self.processor
+        return runBlocking {
+            await withTaskGroup(of: [(Int, BatchProcessor.Output)].self) { group in
+                for worker in 0..<workers {
+                    group.addTask {
+                        var local: [(Int, BatchProcessor.Output)] = []
+                        local.reserveCapacity(chunk.count / workers + 1)
+                        var index = worker
+                        while index < chunk.count {
+                            local.append((index, await processor.process(chunk[index])))
+                            index += workers
+                        }
+                        return local
+                    }
+                }
+                var ordered = [BatchProcessor.Output?](repeating: nil, count: chunk.count)
+                for await part in group {
+                    for (index, output) in part { ordered[index] = output }
+                }
+                return ordered.compactMap { $0 }
             }
-            results.withLock { $0[worker] = local }
         }
-        var ordered = [BatchProcessor.Output?](repeating: nil, count: chunk.count)
-        for part in results.withLock({ $0 }) {
-            for (index, output) in part { ordered[index] = output }
-        }
-        return ordered.compactMap { $0 }
     }
 }

@@ -33,7 +33,7 @@ struct VerifyCommand: ParsableCommand {
         let result = runBlocking {
             // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
             await registry.prepare(provider: providerName)
-            return await registry.verifyRefreshingKeys(provider: providerName, token: finalToken, nonce: nonceText, at: at)
+            return await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at)
         }
         print(JSONWriter.string(.object(result.json(provider: provider))))
         switch result {

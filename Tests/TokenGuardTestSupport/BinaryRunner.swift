@@ -33,8 +33,8 @@ public enum BinaryRunner {
         let output = directory.appendingPathComponent("stdout")
         let errors = directory.appendingPathComponent("stderr")
         try stdin.write(to: input, atomically: true, encoding: .utf8)
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         let process = Process()
         process.executableURL = try executable()
         process.arguments = arguments

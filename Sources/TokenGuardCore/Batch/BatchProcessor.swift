@@ -19,16 +19,16 @@ public struct BatchProcessor: Sendable {
         public let code: ErrorCode?
     }
 
-    public func process(_ line: LineReader.Line) -> Output {
+    public func process(_ line: LineReader.Line) async -> Output {
         switch line {
         case .tooLong(let count):
             return output(id: .null, provider: nil, .failure(VerificationError(.invalidRequest, "line is \(count) bytes, over the limit")))
         case .line(let bytes):
-            return process(bytes)
+            return await process(bytes)
         }
     }
 
-    public func process(_ bytes: [UInt8]) -> Output {
+    public func process(_ bytes: [UInt8]) async -> Output {
         let object: JSONObject
         do {
             object = try JSONParser.parseObject(bytes)
@@ -54,7 +54,13 @@ public struct BatchProcessor: Sendable {
             }
             at = seconds
         }
-        let result = registry.verify(provider: provider, token: token, nonce: nonce, at: at)
+        // JWS tokens verify from the keys in hand without suspending; opaque ones ask their provider.
+        let result: VerificationResult
+        if let immediate = registry.verifyWithKeysInHand(provider: provider, token: token, nonce: nonce, at: at) {
+            result = immediate
+        } else {
+            result = await registry.verify(provider: provider, token: token, nonce: nonce, at: at)
+        }
         return output(id: id, provider: provider, result)
     }
 

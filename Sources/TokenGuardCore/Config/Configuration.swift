@@ -24,9 +24,25 @@ public struct Configuration: Sendable {
 /// One entry under `providers:`.
 public struct ProviderConfiguration: Sendable {
     public let name: String
-    public let policy: ProviderPolicy
-    /// Where the keys come from.
-    public let keys: KeyLocation
+    public let kind: ProviderKind
+    public let settings: Settings
+
+    public enum Settings: Sendable {
+        /// A JWS ID-token provider: its policy and where its keys come from.
+        case jws(ProviderPolicy, KeyLocation)
+        /// An opaque access-token provider checked through its inspection API.
+        case opaque(OpaqueProviderSettings)
+    }
+
+    public var policy: ProviderPolicy? {
+        if case .jws(let policy, _) = settings { return policy }
+        return nil
+    }
+
+    public var keys: KeyLocation? {
+        if case .jws(_, let keys) = settings { return keys }
+        return nil
+    }
 
     public enum KeyLocation: Sendable, Equatable {
         case jwksURL(String)
@@ -34,6 +50,19 @@ public struct ProviderConfiguration: Sendable {
         /// Found through `{issuer}/.well-known/openid-configuration` (kind `oidc` with only an `issuer`).
         case discovery(issuer: String)
     }
+}
+
+/// Settings of a `github` or `facebook_classic` provider. The secret comes from the environment, never the file.
+public struct OpaqueProviderSettings: Sendable {
+    /// GitHub `client_id`, or the Facebook `app_id`.
+    public let clientID: String
+    public let secret: String
+    /// The environment variable the secret was read from (for messages; the secret itself is never printed).
+    public let secretEnvironmentVariable: String
+    /// `api_url` (GitHub) or `graph_url` (Facebook).
+    public let baseURL: String
+    /// How long a positive answer is cached (default 60 s; never past the token's own expiry).
+    public let cacheSeconds: Double
 }
 
 extension Configuration {
@@ -49,13 +78,15 @@ extension Configuration {
         guard data.count <= maximumFileBytes else { throw ConfigError("", "config file \(path) is larger than 1 MiB") }
         guard let text = String(data: data, encoding: .utf8) else { throw ConfigError("", "config file \(path) is not UTF-8") }
         let directory = (path as NSString).deletingLastPathComponent
-        var configuration = try parse(yaml: text, baseDirectory: directory.isEmpty ? "." : directory)
+        var configuration = try parse(yaml: text, baseDirectory: directory.isEmpty ? "." : directory, environment: environment)
         if let listen = environment["TOKENGUARD_LISTEN"] { configuration.listen = try validatedListen(listen, key: "TOKENGUARD_LISTEN") }
         return configuration
     }
 
     /// Parses configuration text. Relative `jwks_file` paths are resolved against `baseDirectory`.
-    public static func parse(yaml: String, baseDirectory: String = ".") throws(ConfigError) -> Configuration {
+    public static func parse(
+        yaml: String, baseDirectory: String = ".", environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigError) -> Configuration {
         let root: Node
         do {
             guard let node = try Yams.compose(yaml: yaml) else { return Configuration() }
@@ -95,7 +126,8 @@ extension Configuration {
         }
         if let providers = top["providers"] {
             for (name, node) in try providers.entries() {
-                configuration.providers.append(try parseProvider(name: name, node: node, defaults: configuration, baseDirectory: baseDirectory))
+                configuration.providers.append(
+                    try parseProvider(name: name, node: node, defaults: configuration, baseDirectory: baseDirectory, environment: environment))
             }
         }
         return configuration
@@ -108,19 +140,18 @@ extension Configuration {
         return value
     }
 
-    static func parseProvider(name: String, node: ConfigNode, defaults: Configuration, baseDirectory: String) throws(ConfigError) -> ProviderConfiguration {
-        let fields = try node.mapping(allowed: [
-            "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms",
-            "client_id", "client_secret_env", "app_id", "app_secret_env", "api_url", "graph_url",
-        ])
-        let kindName = try fields["kind"]?.string() ?? name
+    static func parseProvider(
+        name: String, node: ConfigNode, defaults: Configuration, baseDirectory: String, environment: [String: String]
+    ) throws(ConfigError) -> ProviderConfiguration {
+        let kindName = try node.mapping(allowed: nil)["kind"]?.string() ?? name
         guard let kind = ProviderKind(rawValue: kindName) else {
             let kinds = ProviderKind.allCases.map(\.rawValue).joined(separator: ", ")
-            throw ConfigError(fields["kind"]?.key ?? node.key, "unknown provider kind \"\(kindName)\" (kinds: \(kinds); set kind: for a custom name)")
+            throw ConfigError("\(node.key).kind", "unknown provider kind \"\(kindName)\" (kinds: \(kinds); set kind: for a custom name)")
         }
-        guard kind.isJWS else {
-            throw ConfigError(node.key, "provider kind \(kind.rawValue) (opaque access tokens) is not available in this build of tokenguard")
-        }
+        guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
+        let fields = try node.mapping(allowed: [
+            "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms",
+        ])
         guard let audiencesNode = fields["audiences"] else { throw ConfigError("\(node.key).audiences", "is required") }
         let audiences = try audiencesNode.stringList()
         guard !audiences.isEmpty, audiences.allSatisfy({ !$0.isEmpty }) else {
@@ -167,9 +198,6 @@ extension Configuration {
             guard !algorithms.isEmpty else { throw ConfigError(algorithmsNode.key, "must not be empty") }
             policy.algorithms = algorithms
         }
-        for opaqueOnly in ["client_id", "client_secret_env", "app_id", "app_secret_env", "api_url", "graph_url"] {
-            if let field = fields[opaqueOnly] { throw ConfigError(field.key, "does not apply to kind \(kind.rawValue)") }
-        }
         policy.leewaySeconds = defaults.leewaySeconds
         policy.maxTokenBytes = defaults.maxTokenBytes
 
@@ -195,7 +223,35 @@ extension Configuration {
             default: throw ConfigError("\(node.key).jwks_url", "is required for kind \(kind.rawValue) (or jwks_file)")
             }
         }
-        return ProviderConfiguration(name: name, policy: policy, keys: keys)
+        return ProviderConfiguration(name: name, kind: kind, settings: .jws(policy, keys))
+    }
+
+    static func parseOpaqueProvider(
+        name: String, kind: ProviderKind, node: ConfigNode, environment: [String: String]
+    ) throws(ConfigError) -> ProviderConfiguration {
+        let isGitHub = kind == .github
+        let (idKey, secretKey, urlKey) = isGitHub ? ("client_id", "client_secret_env", "api_url") : ("app_id", "app_secret_env", "graph_url")
+        let fields = try node.mapping(allowed: ["kind", idKey, secretKey, urlKey, "cache_seconds"])
+        guard let idNode = fields[idKey] else { throw ConfigError("\(node.key).\(idKey)", "is required for kind \(kind.rawValue)") }
+        let clientID = try idNode.string()
+        let idIsValid =
+            isGitHub
+            ? !clientID.isEmpty && clientID.count <= 64 && clientID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") }
+            : !clientID.isEmpty && clientID.count <= 32 && clientID.allSatisfy { $0.isASCII && $0.isNumber }
+        guard idIsValid else { throw ConfigError(idNode.key, isGitHub ? "is not a GitHub client id" : "must be the numeric Facebook app id") }
+        guard let secretNode = fields[secretKey] else {
+            throw ConfigError("\(node.key).\(secretKey)", "is required: the name of the environment variable holding the secret")
+        }
+        let variable = try secretNode.string()
+        guard let secret = environment[variable], !secret.isEmpty else {
+            throw ConfigError(secretNode.key, "environment variable \(variable) is not set (secrets come from the environment, never the file)")
+        }
+        let baseURL = try fields[urlKey]?.url() ?? (isGitHub ? "https://api.github.com" : "https://graph.facebook.com")
+        let cacheSeconds = Double(try fields["cache_seconds"]?.int(in: 0...3600) ?? 60)
+        return ProviderConfiguration(
+            name: name, kind: kind,
+            settings: .opaque(
+                OpaqueProviderSettings(clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds)))
     }
 }
 
@@ -211,10 +267,11 @@ struct ConfigNode {
 
     private func child(_ name: String) -> String { key.isEmpty ? name : "\(key).\(name)" }
 
-    func mapping(allowed: Set<String>) throws(ConfigError) -> [String: ConfigNode] {
+    /// The mapping's entries; with `allowed`, any other key is an error.
+    func mapping(allowed: Set<String>?) throws(ConfigError) -> [String: ConfigNode] {
         var result: [String: ConfigNode] = [:]
         for (name, value) in try entries() {
-            guard allowed.contains(name) else { throw ConfigError(child(name), "unknown key") }
+            if let allowed, !allowed.contains(name) { throw ConfigError(child(name), "unknown key") }
             result[name] = value
         }
         return result

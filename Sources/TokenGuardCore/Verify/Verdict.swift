@@ -6,7 +6,8 @@ public struct Verdict: Sendable, Equatable {
     public let issuer: String
     /// The configured audience the token matched.
     public let audience: String
-    public let expiresAt: Int64
+    /// nil for an opaque token its provider gives no expiry for (a GitHub OAuth app token).
+    public let expiresAt: Int64?
     public let issuedAt: Int64?
     public let keyID: String?
     public let email: String?
@@ -16,7 +17,7 @@ public struct Verdict: Sendable, Equatable {
     public let claims: JSONObject
 
     public init(
-        provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64,
+        provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
         issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: JSONObject
     ) {
         self.provider = provider
@@ -43,7 +44,7 @@ public struct Verdict: Sendable, Equatable {
             ("user_id", .string(userID)),
             ("issuer", .string(issuer)),
             ("audience", .string(audience)),
-            ("expires_at", .integer(expiresAt)),
+            ("expires_at", expiresAt.map(JSONValue.integer) ?? .null),
             ("issued_at", issuedAt.map(JSONValue.integer) ?? .null),
             ("key_id", optional(keyID)),
             ("email", optional(email)),

@@ -28,10 +28,13 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
 public struct VerificationError: Error, Sendable, Equatable, CustomStringConvertible {
     public let code: ErrorCode
     public let message: String
+    /// For retryable answers: when to try again, in seconds (the HTTP API's `Retry-After`).
+    public let retryAfterSeconds: Int?
 
-    public init(_ code: ErrorCode, _ message: String) {
+    public init(_ code: ErrorCode, _ message: String, retryAfterSeconds: Int? = nil) {
         self.code = code
         self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

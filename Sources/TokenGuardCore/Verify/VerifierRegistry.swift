@@ -2,13 +2,20 @@ import Foundation
 
 /// The configured providers, each with its verifier, looked up by the name requests use.
 public struct VerifierRegistry: Sendable {
+    /// JWS ID-token providers.
     public let verifiers: [String: TokenVerifier]
+    /// Opaque access-token providers (GitHub, classic Facebook Login).
+    public let opaqueVerifiers: [String: OpaqueTokenVerifier]
     /// The fetching key sources, for background refresh and readiness.
     public let fetchingSources: [JWKSKeySource]
     private let clock: @Sendable () -> Int64
 
-    public init(verifiers: [String: TokenVerifier], clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock) {
+    public init(
+        verifiers: [String: TokenVerifier], opaqueVerifiers: [String: OpaqueTokenVerifier] = [:],
+        clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock
+    ) {
         self.verifiers = verifiers
+        self.opaqueVerifiers = opaqueVerifiers
         self.fetchingSources = verifiers.values.compactMap { $0.keySource as? JWKSKeySource }
         self.clock = clock
     }
@@ -16,50 +23,86 @@ public struct VerifierRegistry: Sendable {
     public static let systemClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
 
     /// Builds verifiers from configuration. Keys come from each provider's `jwks_file`, or are fetched with
-    /// `fetcher` (recorded in `archive` when given). Without a fetcher, fetching providers answer `keys_unavailable`.
+    /// `fetcher` (recorded in `archive` when given); opaque tokens are checked with `fetcher` too. Without a
+    /// fetcher, such providers answer `keys_unavailable`.
     public init(
         configuration: Configuration, fetcher: (any HTTPFetching)? = nil, archive: KeyArchive? = nil,
         clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock
     ) {
         var verifiers: [String: TokenVerifier] = [:]
+        var opaque: [String: OpaqueTokenVerifier] = [:]
         for provider in configuration.providers {
-            let source: any KeySource
-            switch provider.keys {
-            case .jwksFile(let path):
-                source = JWKSFileKeySource(path: path)
-            case .jwksURL(let url):
-                source =
-                    fetcher.map {
-                        JWKSKeySource(provider: provider.name, location: .jwks(url), fetcher: $0, policy: configuration.keyFetch, archive: archive)
-                    } ?? UnavailableKeySource(reason: "keys for \(provider.name) are at \(url), and no fetcher is configured")
-            case .discovery(let issuer):
-                source =
-                    fetcher.map {
-                        JWKSKeySource(
-                            provider: provider.name, location: .discovery(issuer: issuer), fetcher: $0, policy: configuration.keyFetch, archive: archive)
-                    } ?? UnavailableKeySource(reason: "keys for \(provider.name) need discovery at \(issuer), and no fetcher is configured")
+            switch provider.settings {
+            case .jws(let policy, let keys):
+                verifiers[provider.name] = TokenVerifier(
+                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive))
+            case .opaque(let settings):
+                let inspector: any OpaqueTokenInspector
+                let fetcher = fetcher ?? NoFetcher()
+                if provider.kind == .github {
+                    inspector = GitHubTokenInspector(
+                        providerName: provider.name, clientID: settings.clientID, clientSecret: settings.secret, apiURL: settings.baseURL,
+                        fetcher: fetcher)
+                } else {
+                    inspector = FacebookLoginTokenInspector(
+                        providerName: provider.name, appID: settings.clientID, appSecret: settings.secret, graphURL: settings.baseURL,
+                        fetcher: fetcher)
+                }
+                opaque[provider.name] = OpaqueTokenVerifier(
+                    inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: settings.cacheSeconds))
             }
-            verifiers[provider.name] = TokenVerifier(policy: provider.policy, keySource: source)
         }
-        self.init(verifiers: verifiers, clock: clock)
+        self.init(verifiers: verifiers, opaqueVerifiers: opaque, clock: clock)
     }
 
-    /// True when some provider fetches its keys over the network.
+    private static func keySource(
+        _ name: String, _ keys: ProviderConfiguration.KeyLocation, _ configuration: Configuration, _ fetcher: (any HTTPFetching)?,
+        _ archive: KeyArchive?
+    ) -> any KeySource {
+        switch keys {
+        case .jwksFile(let path):
+            return JWKSFileKeySource(path: path)
+        case .jwksURL(let url):
+            guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) are at \(url), and no fetcher is configured") }
+            return JWKSKeySource(provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive)
+        case .discovery(let issuer):
+            guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) need discovery at \(issuer), and no fetcher is configured") }
+            return JWKSKeySource(provider: name, location: .discovery(issuer: issuer), fetcher: fetcher, policy: configuration.keyFetch, archive: archive)
+        }
+    }
+
+    /// True when some provider calls out over the network (fetched keys or token inspection).
     public static func needsFetcher(_ configuration: Configuration) -> Bool {
-        configuration.providers.contains { if case .jwksFile = $0.keys { false } else { true } }
+        configuration.providers.contains { provider in
+            if case .jwksFile? = provider.keys { return false }
+            return true
+        }
     }
 
-    /// Verifies with the keys in hand (no fetch): for batch workers. `at` nil means now, with current keys only;
-    /// a given `at` verifies a logged token as of then (archived keys allowed, within their published window).
-    public func verify(provider: String, token: String, nonce: String?, at: Int64?) -> VerificationResult {
-        guard let verifier = verifiers[provider] else { return .failure(Self.unknownProvider(provider)) }
+    /// The configured provider names, sorted.
+    public var providerNames: [String] { (Array(verifiers.keys) + Array(opaqueVerifiers.keys)).sorted() }
+
+    /// Verifies one token. JWS tokens are checked with the keys in memory, refetching once (single flight,
+    /// rate-limited) on an unknown `kid` or a cold cache; opaque tokens are asked of their provider (cached).
+    /// `at` nil means now, with current keys only; a given `at` verifies a logged JWS as of then (archived keys
+    /// allowed within their published window). Opaque tokens can only be checked now.
+    public func verify(provider: String, token: String, nonce: String?, at: Int64?) async -> VerificationResult {
+        if let verifier = verifiers[provider] {
+            return await verifier.verifyRefreshingKeys(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
+        }
+        if let verifier = opaqueVerifiers[provider] {
+            if at != nil { return .failure(VerificationError(.invalidRequest, "\(provider) tokens can only be checked now, not at a past time")) }
+            if nonce != nil { return .failure(VerificationError(.invalidRequest, "\(provider) access tokens carry no nonce; do not send one")) }
+            return await verifier.verify(token: token)
+        }
+        return .failure(Self.unknownProvider(provider))
+    }
+
+    /// Verifies a JWS with the keys in hand, never waiting on the network (hot loops that fetched up front).
+    /// Opaque providers need the network: use ``verify(provider:token:nonce:at:)``.
+    public func verifyWithKeysInHand(provider: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
+        guard let verifier = verifiers[provider] else { return opaqueVerifiers[provider] == nil ? .failure(Self.unknownProvider(provider)) : nil }
         return verifier.verify(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
-    }
-
-    /// Verifies, refetching keys once (single flight, rate-limited) on an unknown `kid` or a cold cache.
-    public func verifyRefreshingKeys(provider: String, token: String, nonce: String?, at: Int64?) async -> VerificationResult {
-        guard let verifier = verifiers[provider] else { return .failure(Self.unknownProvider(provider)) }
-        return await verifier.verifyRefreshingKeys(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
     }
 
     /// Fetches every fetching provider's keys once, concurrently (before a batch, or at service start).
@@ -77,5 +120,12 @@ public struct VerifierRegistry: Sendable {
 
     static func unknownProvider(_ name: String) -> VerificationError {
         VerificationError(.unknownProvider, "no provider named \"\(name.prefix(64))\" is configured")
+    }
+}
+
+/// Stands in for a fetcher where none is configured: every call is an outage, never a verdict.
+struct NoFetcher: HTTPFetching {
+    func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
+        throw FetchError(.transport, "no HTTP client is configured")
     }
 }

@@ -1,0 +1,103 @@
+import Foundation
+import TokenGuardCrypto
+
+/// Classic Facebook Login user access tokens, through the Graph API's `debug_token` with the app access token
+/// (`APP_ID|APP_SECRET`) and `appsecret_proof` (HMAC-SHA256 of the app access token, keyed by the app secret).
+///
+/// Valid only if `is_valid` is true, `app_id` is ours, the token is a `USER` token and `expires_at` (when not 0)
+/// is in the future. An invalid token or another app's is `token_inactive`; Graph errors, timeouts and malformed
+/// bodies are `keys_unavailable`.
+public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
+    public let providerName: String
+    public let appID: String
+    private let appSecret: String
+    public let graphURL: String
+    private let fetcher: any HTTPFetching
+
+    public static let maximumTokenLength = 1024
+
+    public init(providerName: String, appID: String, appSecret: String, graphURL: String = "https://graph.facebook.com", fetcher: any HTTPFetching) {
+        self.providerName = providerName
+        self.appID = appID
+        self.appSecret = appSecret
+        self.graphURL = graphURL.hasSuffix("/") ? String(graphURL.dropLast()) : graphURL
+        self.fetcher = fetcher
+    }
+
+    public func validateShape(_ token: String) -> VerificationError? {
+        guard !token.isEmpty, token.utf8.count <= Self.maximumTokenLength,
+            token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 || $0 == 45 || $0 == 46 })
+        else {
+            return VerificationError(.malformedToken, "not a Facebook access token")
+        }
+        return nil
+    }
+
+    /// `appsecret_proof`: lowercase hex HMAC-SHA256 of the app access token, keyed by the app secret.
+    static func appSecretProof(appAccessToken: String, appSecret: String) -> String {
+        Hex.lowercase(HMAC.sha256(key: Array(appSecret.utf8), message: Array(appAccessToken.utf8)))
+    }
+
+    public func inspect(_ token: String, now: Double) async -> VerificationResult {
+        let appToken = "\(appID)|\(appSecret)"
+        let proof = Self.appSecretProof(appAccessToken: appToken, appSecret: appSecret)
+        let query = [("input_token", token), ("access_token", appToken), ("appsecret_proof", proof)]
+            .map { "\($0.0)=\(Self.percentEncode($0.1))" }.joined(separator: "&")
+        let response: HTTPResponse
+        do {
+            response = try await fetcher.send(HTTPRequest(url: "\(graphURL)/debug_token?\(query)", maximumResponseBytes: 256 * 1024))
+        } catch {
+            return .failure(VerificationError(.keysUnavailable, "Graph debug_token failed: \(error.kind.rawValue)", retryAfterSeconds: 5))
+        }
+        guard let object = try? JSONParser.parseObject(response.body) else {
+            return .failure(VerificationError(.keysUnavailable, "Graph answered \(response.status) with an unreadable body", retryAfterSeconds: 5))
+        }
+        if let graphError = object["error"]?.objectValue {
+            // Graph's own message is not echoed: report its type and code only.
+            let type = graphError["type"]?.stringValue ?? "unknown"
+            let code = graphError["code"].map { JSONWriter.string($0) } ?? "?"
+            return .failure(VerificationError(.keysUnavailable, "Graph error (\(type), code \(code), HTTP \(response.status))", retryAfterSeconds: 5))
+        }
+        guard response.status == 200, let data = object["data"]?.objectValue else {
+            return .failure(VerificationError(.keysUnavailable, "Graph answered \(response.status) without data", retryAfterSeconds: 5))
+        }
+        guard data["is_valid"]?.boolValue == true else {
+            return .failure(VerificationError(.tokenInactive, "Facebook says the token is not valid (expired, revoked or malformed)"))
+        }
+        guard let tokenAppID = data["app_id"]?.stringValue, tokenAppID == appID else {
+            return .failure(VerificationError(.tokenInactive, "the token was issued to another Facebook app"))
+        }
+        guard data["type"]?.stringValue == "USER" else {
+            return .failure(VerificationError(.tokenInactive, "not a user access token (type \(data["type"]?.stringValue ?? "none"))"))
+        }
+        var expiresAt: Int64? = nil
+        if case .integer(let seconds)? = data["expires_at"], seconds != 0 {
+            guard Double(seconds) > now else { return .failure(VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(seconds))")) }
+            expiresAt = seconds
+        }
+        guard let userID = data["user_id"]?.stringValue, !userID.isEmpty else {
+            return .failure(VerificationError(.keysUnavailable, "Graph answered without a user_id", retryAfterSeconds: 5))
+        }
+        var claims = JSONObject([("user_id", .string(userID)), ("app_id", .string(tokenAppID))])
+        for field in ["application", "scopes", "granular_scopes", "expires_at", "data_access_expires_at", "issued_at"] {
+            if let value = data[field] { claims.set(field, value) }
+        }
+        var issuedAt: Int64? = nil
+        if case .integer(let seconds)? = data["issued_at"] { issuedAt = seconds }
+        return .success(
+            Verdict(
+                provider: providerName, subject: userID, userID: userID, issuer: "https://www.facebook.com", audience: appID, expiresAt: expiresAt,
+                issuedAt: issuedAt, keyID: nil, email: nil, emailVerified: false, tenantID: nil, claims: claims))
+    }
+
+    static func percentEncode(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case 48...57, 65...90, 97...122, 45, 46, 95, 126: out.unicodeScalars.append(UnicodeScalar(byte))
+            default: out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+}

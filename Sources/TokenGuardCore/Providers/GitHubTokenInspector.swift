@@ -1,0 +1,96 @@
+import Foundation
+
+/// GitHub OAuth app (and GitHub App user) access tokens: `POST {api_url}/applications/{client_id}/token`.
+///
+/// `200` means the token belongs to this app; `404`/`422` mean it does not, or is revoked or expired
+/// (`token_inactive`). `401` (our credentials refused), `403`/`429` (rate limited, with `Retry-After`), `5xx`,
+/// timeouts and malformed bodies are `keys_unavailable`.
+public struct GitHubTokenInspector: OpaqueTokenInspector {
+    public let providerName: String
+    public let clientID: String
+    private let clientSecret: String
+    public let apiURL: String
+    private let fetcher: any HTTPFetching
+
+    /// GitHub tokens are at most 255 characters of `[A-Za-z0-9_]` (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_).
+    public static let maximumTokenLength = 255
+
+    public init(providerName: String, clientID: String, clientSecret: String, apiURL: String = "https://api.github.com", fetcher: any HTTPFetching) {
+        self.providerName = providerName
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.apiURL = apiURL.hasSuffix("/") ? String(apiURL.dropLast()) : apiURL
+        self.fetcher = fetcher
+    }
+
+    public func validateShape(_ token: String) -> VerificationError? {
+        guard !token.isEmpty, token.utf8.count <= Self.maximumTokenLength,
+            token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 })
+        else {
+            return VerificationError(.malformedToken, "not a GitHub token (at most 255 characters of A-Z, a-z, 0-9 and _)")
+        }
+        return nil
+    }
+
+    public func inspect(_ token: String, now: Double) async -> VerificationResult {
+        let credentials = Data("\(clientID):\(clientSecret)".utf8).base64EncodedString()
+        let body = JSONWriter.bytes(.object(JSONObject([("access_token", .string(token))])))
+        let request = HTTPRequest(
+            url: "\(apiURL)/applications/\(clientID)/token", method: .post,
+            headers: [
+                ("Authorization", "Basic \(credentials)"), ("Accept", "application/vnd.github+json"), ("X-GitHub-Api-Version", "2022-11-28"),
+                ("Content-Type", "application/json"),
+            ], body: body, maximumResponseBytes: 256 * 1024)
+        let response: HTTPResponse
+        do {
+            response = try await fetcher.send(request)
+        } catch {
+            return .failure(VerificationError(.keysUnavailable, "GitHub token check failed: \(error.kind.rawValue)", retryAfterSeconds: 5))
+        }
+        switch response.status {
+        case 200:
+            return verdict(from: response, now: now)
+        case 404, 422:
+            return .failure(VerificationError(.tokenInactive, "GitHub does not know this token for this app (revoked, expired or another app's)"))
+        case 401:
+            return .failure(VerificationError(.keysUnavailable, "GitHub refused our client credentials (401): check client_id and the client secret"))
+        case 403, 429:
+            return .failure(
+                VerificationError(
+                    .keysUnavailable, "GitHub rate limit reached (\(response.status))", retryAfterSeconds: RetryAfter.seconds(from: response, now: now)))
+        default:
+            return .failure(VerificationError(.keysUnavailable, "GitHub answered \(response.status)", retryAfterSeconds: 5))
+        }
+    }
+
+    private func verdict(from response: HTTPResponse, now: Double) -> VerificationResult {
+        guard let object = try? JSONParser.parseObject(response.body), let user = object["user"]?.objectValue,
+            case .integer(let userID)? = user["id"], let login = user["login"]?.stringValue
+        else {
+            return .failure(VerificationError(.keysUnavailable, "GitHub answered 200 with an unexpected body", retryAfterSeconds: 5))
+        }
+        // Defence in depth: the authorization must name our app.
+        if let appClientID = object["app"]?.objectValue?["client_id"]?.stringValue, appClientID != clientID {
+            return .failure(VerificationError(.tokenInactive, "the token was issued to another GitHub app"))
+        }
+        var expiresAt: Int64? = nil
+        if let text = object["expires_at"]?.stringValue {
+            guard let parsed = ISO8601Time.parse(text) else {
+                return .failure(VerificationError(.keysUnavailable, "GitHub answered with an unreadable expires_at", retryAfterSeconds: 5))
+            }
+            guard Double(parsed) > now else { return .failure(VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(parsed))")) }
+            expiresAt = parsed
+        }
+        let scopes = object["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        // Only what a caller needs: never the token, its hash or its last eight characters.
+        var claims = JSONObject([
+            ("login", .string(login)), ("id", .integer(userID)), ("scopes", .array(scopes.map(JSONValue.string))),
+        ])
+        if let name = object["app"]?.objectValue?["name"]?.stringValue { claims.set("app_name", .string(name)) }
+        for field in ["created_at", "updated_at", "expires_at"] { if let value = object[field], value != .null { claims.set(field, value) } }
+        return .success(
+            Verdict(
+                provider: providerName, subject: String(userID), userID: String(userID), issuer: "https://github.com", audience: clientID,
+                expiresAt: expiresAt, issuedAt: nil, keyID: nil, email: nil, emailVerified: false, tenantID: nil, claims: claims))
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+import TokenGuardCrypto
+
+/// Verifies an opaque access token by asking its provider (GitHub, classic Facebook Login).
+///
+/// The point is not only "is this token alive" but "was it issued to *our* app": a token another app obtained
+/// must not sign anyone in here. Provider faults (our credentials refused, rate limits, 5xx, timeouts, garbage)
+/// are `keys_unavailable` — retryable, never a rejection.
+public protocol OpaqueTokenInspector: Sendable {
+    var providerName: String { get }
+    /// Checks that the token has a plausible shape before anything is sent to the provider.
+    func validateShape(_ token: String) -> VerificationError?
+    func inspect(_ token: String, now: Double) async -> VerificationResult
+}
+
+/// Wraps an inspector with the bounded answer cache and logging (a short hash of the token, never the token).
+public struct OpaqueTokenVerifier: Sendable {
+    public let inspector: any OpaqueTokenInspector
+    public let cache: OpaqueVerdictCache
+    private let logger: Logger
+    private let clock: @Sendable () -> Double
+
+    public init(
+        inspector: any OpaqueTokenInspector, cache: OpaqueVerdictCache = OpaqueVerdictCache(), logger: Logger = Logger(label: "tokenguard.opaque"),
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.inspector = inspector
+        self.cache = cache
+        self.logger = logger
+        self.clock = clock
+    }
+
+    public func verify(token: String) async -> VerificationResult {
+        if let error = inspector.validateShape(token) { return .failure(error) }
+        let now = clock()
+        if let cached = cache.lookup(token, now: now) { return cached }
+        let result = await inspector.inspect(token, now: now)
+        cache.store(token, result, now: now)
+        if case .failure(let error) = result, error.code.isRetryable {
+            logger.warning(
+                "token inspection unavailable",
+                metadata: ["provider": "\(inspector.providerName)", "token_sha256": "\(TokenHash.short(token))", "error": "\(error.message)"])
+        }
+        return result
+    }
+}
+
+/// A short, non-reversible identifier for a token in logs: the first 12 hex digits of its SHA-256.
+public enum TokenHash {
+    public static func short(_ token: String) -> String { String(SHA256.hexDigest(token.utf8).prefix(12)) }
+}
+
+enum RetryAfter {
+    /// Seconds to wait from `Retry-After` (seconds) or `x-ratelimit-reset` (epoch seconds), bounded to [1, 3600].
+    static func seconds(from response: HTTPResponse, now: Double) -> Int {
+        if let value = response.header("retry-after"), let seconds = Int(value.prefix(10)) { return min(max(seconds, 1), 3600) }
+        if let value = response.header("x-ratelimit-reset"), let reset = Double(value.prefix(15)) { return min(max(Int(reset - now), 1), 3600) }
+        return 60
+    }
+}
+
+/// ISO 8601 `2026-01-01T00:00:00Z` (GitHub's timestamps) to Unix seconds, without Foundation's formatters.
+enum ISO8601Time {
+    static func parse(_ text: String) -> Int64? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes[4] == 45, bytes[7] == 45, bytes[10] == 84, bytes[13] == 58, bytes[16] == 58 else { return nil }
+        func number(_ range: Range<Int>) -> Int64? { Int64(String(decoding: bytes[range], as: UTF8.self)) }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
+            let minute = number(14..<16), let second = number(17..<19), (1...12).contains(month), (1...31).contains(day)
+        else { return nil }
+        var offset: Int64 = 0
+        let zone = bytes[19...].drop { $0 == 46 || (48...57).contains($0) }  // skip fractional seconds
+        if zone.first == 43 || zone.first == 45, zone.count >= 6, let h = Int64(String(decoding: Array(zone)[1..<3], as: UTF8.self)),
+            let m = Int64(String(decoding: Array(zone)[4..<6], as: UTF8.self))
+        {
+            offset = (h * 3600 + m * 60) * (zone.first == 43 ? 1 : -1)
+        } else if zone.first != 90 {
+            return nil
+        }
+        // Days from civil (Howard Hinnant).
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return days * 86_400 + hour * 3600 + minute * 60 + second - offset
+    }
+}
