@@ -19,6 +19,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C system libraries: a modulemap and a tiny shim header each, nothing else.
@@ -50,10 +53,24 @@ let package = Package(
             dependencies: ["CCurl", "TokenGuardCore"],
             swiftSettings: strictSettings
         ),
+        // The HTTP API on Hummingbird 2: the only module that serves HTTP.
+        .target(
+            name: "TokenGuardServer",
+            dependencies: [
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "tokenguard",
             dependencies: [
-                "TokenGuardCore", "TokenGuardFetch", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "TokenGuardCore", "TokenGuardFetch", "TokenGuardServer", "TokenGuardCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

@@ -6,10 +6,9 @@ import TokenGuardCore
 import TokenGuardFetch
 
 enum ConfigLoading {
-    /// Loads the config and builds the verifiers (with the libcurl fetcher and the key archive when any provider
-    /// fetches its keys), or prints the problem, naming the key, and exits 2.
+    /// Loads the config and builds the verifiers, or prints the problem (naming the key) and exits 2.
     static func registry(path: String?) throws -> (Configuration, VerifierRegistry) {
-        Logs.bootstrap()
+        Logs.bootstrap(format: ProcessInfo.processInfo.environment["TOKENGUARD_LOG_FORMAT"], defaultLevel: .warning)
         let configuration: Configuration
         do {
             configuration = try Configuration.load(path: path)
@@ -17,19 +16,25 @@ enum ConfigLoading {
             Stderr.write("tokenguard: config error: \(error)\n")
             throw ExitCodes.usage
         }
-        guard VerifierRegistry.needsFetcher(configuration) else { return (configuration, VerifierRegistry(configuration: configuration)) }
+        return (configuration, try makeRegistry(configuration, logger: Logger(label: "tokenguard")))
+    }
+
+    /// The verifiers for a configuration, with the libcurl client and the key archive when anything is fetched.
+    /// An archive that cannot be opened is reported and left out: verification goes on with keys in memory.
+    static func makeRegistry(_ configuration: Configuration, logger: Logger) throws -> VerifierRegistry {
+        guard VerifierRegistry.needsFetcher(configuration) else { return VerifierRegistry(configuration: configuration) }
         var http = CurlHTTPClient.Configuration()
         http.connectTimeoutMilliseconds = configuration.connectTimeoutMilliseconds
         http.totalTimeoutMilliseconds = configuration.totalTimeoutMilliseconds
         var archive: KeyArchive? = nil
-        do {
-            archive = try KeyArchive(path: configuration.keyArchive)
-        } catch {
-            // Reported, not fatal: verification goes on with keys in memory.
-            Logger(label: "tokenguard").error(
-                "cannot open the key archive; continuing without it", metadata: ["path": "\(configuration.keyArchive)", "error": "\(error)"])
+        if !configuration.keyArchive.isEmpty {
+            do {
+                archive = try KeyArchive(path: configuration.keyArchive)
+            } catch {
+                logger.error("cannot open the key archive; continuing without it", metadata: ["path": "\(configuration.keyArchive)", "error": "\(error)"])
+            }
         }
-        return (configuration, VerifierRegistry(configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive))
+        return VerifierRegistry(configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive)
     }
 }
 
@@ -37,18 +42,59 @@ enum Stderr {
     static func write(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
 }
 
+/// Unbuffered standard output, for lines that must appear at once (the demo's instructions).
+enum Stdout {
+    static func write(_ text: String) { FileHandle.standardOutput.write(Data(text.utf8)) }
+}
+
 enum Logs {
-    private static let once: Void = {
-        let level = ProcessInfo.processInfo.environment["TOKENGUARD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var bootstrapped = false  // guarded by `lock`
+
+    /// Logs go to standard error, as text or JSON lines; the level is TOKENGUARD_LOG_LEVEL or `defaultLevel`.
+    static func bootstrap(format: String?, defaultLevel: Logger.Level) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !bootstrapped else { return }
+        bootstrapped = true
+        let level = ProcessInfo.processInfo.environment["TOKENGUARD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
+        let json = format?.lowercased() == "json"
         LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, logLevel: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
-    }()
+    }
+}
 
-    /// Logs go to standard error (warnings and worse unless TOKENGUARD_LOG_LEVEL says otherwise).
-    static func bootstrap() { once }
+/// One JSON object per log line on standard error: `{"ts","level","label","message",...metadata}`.
+/// Callers never put tokens, nonces, secrets or emails in messages or metadata (a short hash instead).
+struct JSONLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+
+    init(label: String, logLevel: Logger.Level) {
+        self.label = label
+        self.logLevel = logLevel
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var object = JSONObject([
+            ("ts", .string(ISO8601DateFormatter().string(from: Date()))), ("level", .string(event.level.rawValue)), ("label", .string(label)),
+            ("message", .string(event.message.description)),
+        ])
+        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key }) {
+            object.set(key, .string("\(value)"))
+        }
+        FileHandle.standardError.write(Data((JSONWriter.string(.object(object)) + "\n").utf8))
+    }
 }
 
 /// Runs async work from a synchronous command and waits for it. Only for the CLI's top level.

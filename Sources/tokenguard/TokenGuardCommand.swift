@@ -2,22 +2,28 @@ import ArgumentParser
 import Foundation
 
 @main
-struct TokenGuardCommand: ParsableCommand {
+struct TokenGuardCommand: AsyncParsableCommand {
     static let version = "0.1.0"
 
     static let configuration = CommandConfiguration(
         commandName: "tokenguard",
         abstract: "Verify sign-in tokens from Apple, Facebook and Microsoft before minting a session.",
         version: version,
-        subcommands: [VerifyCommand.self, BatchCommand.self]
+        subcommands: [
+            ServeCommand.self, VerifyCommand.self, BatchCommand.self, InspectCommand.self, KeysCommand.self, DevIdPCommand.self, MintCommand.self,
+        ]
     )
 
     /// Parses and runs, mapping every usage error to exit 2 as the contract requires (ArgumentParser's own
     /// validation exit code is EX_USAGE, 64).
-    static func main() {
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
         } catch let exitCode as ExitCode {
             Foundation.exit(exitCode.rawValue)
         } catch {

@@ -20,6 +20,9 @@ struct VerifyCommand: ParsableCommand {
     @Option(name: .long, help: "The raw nonce the app generated for this sign-in.")
     var nonce: String?
 
+    @Flag(name: .long, help: "Add every check with its outcome (\"checks\"), not only the first failure.")
+    var explain = false
+
     func run() throws {
         let (_, registry) = try ConfigLoading.registry(path: options.config)
         var tokenText = token
@@ -35,7 +38,12 @@ struct VerifyCommand: ParsableCommand {
             await registry.prepare(provider: providerName)
             return await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at)
         }
-        print(JSONWriter.string(.object(result.json(provider: provider))))
+        var output = result.json(provider: provider)
+        if explain, let verifier = registry.verifiers[provider] {
+            let time = at ?? VerifierRegistry.systemClock()
+            output.set("checks", verifier.explain(token: finalToken, nonce: nonceText, at: time, historical: at != nil).json)
+        }
+        print(JSONWriter.string(.object(output)))
         switch result {
         case .success: throw ExitCodes.valid
         case .failure(let error):

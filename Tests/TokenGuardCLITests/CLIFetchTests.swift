@@ -20,7 +20,7 @@ struct CLIFetchTests {
             key_archive: "keys.sqlite"
             http: { connect_timeout_ms: 500, timeout_ms: 1000 }
             providers:
-              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(server.baseURL)/jwks" }
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(server.baseURL)/jwks", dev_idp: true }
             """)
         let now = Int64(Date().timeIntervalSince1970)
         let token = try old.sign(ProviderTokens.apple(now: now - 60, rawNonce: nonce))

@@ -22,7 +22,7 @@ struct CLIOpaqueTests {
             """
             http: { timeout_ms: 1000 }
             providers:
-              github: { client_id: "Iv1.abc", client_secret_env: "TG_TEST_GITHUB_SECRET", api_url: "\(server.baseURL)" }
+              github: { client_id: "Iv1.abc", client_secret_env: "TG_TEST_GITHUB_SECRET", api_url: "\(server.baseURL)", dev_idp: true }
             """)
         let environment = ["TG_TEST_GITHUB_SECRET": "topsecret"]
         let ours = try BinaryRunner.run(["verify", "--config", config, "--provider", "github", "--token", "gho_ours"], environment: environment)

@@ -68,6 +68,7 @@ struct CLITests {
         ("providers:\n  apple: { audiences: [\"a\"], nonce: md5 }\n", "providers.apple.nonce"),
         ("providers:\n  corp: { kind: oidc, audiences: [\"a\"], jwks_url: \"https://x\" }\n", "providers.corp.issuer"),
         ("providers:\n  corp: { kind: oidc, issuer: \"http://idp.example\", audiences: [\"a\"] }\n", "providers.corp.issuer"),
+        ("providers:\n  apple: { audiences: [\"a\"], jwks_url: \"http://127.0.0.1:9/jwks\" }\n", "dev_idp: true"),
         ("providers:\n  microsoft: { audiences: [\"a\"], tenants: [\"contoso\"] }\n", "providers.microsoft.tenants"),
         ("providers:\n  gh: { kind: github, client_id: \"x\" }\n", "providers.gh"),
         ("leeway_seconds: \"sixty\"\n", "leeway_seconds"),

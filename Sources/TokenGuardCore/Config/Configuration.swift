@@ -26,6 +26,16 @@ public struct ProviderConfiguration: Sendable {
     public let name: String
     public let kind: ProviderKind
     public let settings: Settings
+    /// `dev_idp: true`: this provider trusts a local development IdP over plain http on loopback. The service
+    /// warns loudly while one is trusted; never set it in production.
+    public var devIdP = false
+
+    public init(name: String, kind: ProviderKind, settings: Settings, devIdP: Bool = false) {
+        self.name = name
+        self.kind = kind
+        self.settings = settings
+        self.devIdP = devIdP
+    }
 
     public enum Settings: Sendable {
         /// A JWS ID-token provider: its policy and where its keys come from.
@@ -80,6 +90,7 @@ extension Configuration {
         let directory = (path as NSString).deletingLastPathComponent
         var configuration = try parse(yaml: text, baseDirectory: directory.isEmpty ? "." : directory, environment: environment)
         if let listen = environment["TOKENGUARD_LISTEN"] { configuration.listen = try validatedListen(listen, key: "TOKENGUARD_LISTEN") }
+        if let archive = environment["TOKENGUARD_KEY_ARCHIVE"] { configuration.keyArchive = archive }
         return configuration
     }
 
@@ -133,7 +144,7 @@ extension Configuration {
         return configuration
     }
 
-    static func validatedListen(_ value: String, key: String) throws(ConfigError) -> String {
+    public static func validatedListen(_ value: String, key: String) throws(ConfigError) -> String {
         guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]), (0...65535).contains(port),
             colon > value.startIndex
         else { throw ConfigError(key, "must be HOST:PORT, e.g. 127.0.0.1:8080") }
@@ -150,8 +161,9 @@ extension Configuration {
         }
         guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
         let fields = try node.mapping(allowed: [
-            "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms",
+            "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp",
         ])
+        let devIdP = try fields["dev_idp"]?.bool() ?? false
         guard let audiencesNode = fields["audiences"] else { throw ConfigError("\(node.key).audiences", "is required") }
         let audiences = try audiencesNode.stringList()
         guard !audiences.isEmpty, audiences.allSatisfy({ !$0.isEmpty }) else {
@@ -173,12 +185,12 @@ extension Configuration {
             policy = .microsoft(name: name, audiences: audiences, tenants: rule)
         case .oidc:
             guard let issuerNode = fields["issuer"] else { throw ConfigError("\(node.key).issuer", "is required for kind oidc") }
-            policy = .oidc(name: name, issuer: try issuerNode.url(), audiences: audiences)
+            policy = .oidc(name: name, issuer: try issuerNode.url(allowLoopbackHTTP: devIdP), audiences: audiences)
         case .github, .facebookClassic:
             throw ConfigError(node.key, "not a JWS provider")
         }
         if kind != .oidc, let issuerNode = fields["issuer"] {
-            let issuer = try issuerNode.url()
+            let issuer = try issuerNode.url(allowLoopbackHTTP: devIdP)
             policy.issuers = kind == .microsoft ? .tenantTemplate(issuer) : .exact([issuer])
         }
         if kind != .microsoft, let tenants = fields["tenants"] { throw ConfigError(tenants.key, "only applies to kind microsoft") }
@@ -206,7 +218,7 @@ extension Configuration {
         case (.some(let url), .some):
             throw ConfigError(url.key, "give jwks_url or jwks_file, not both")
         case (.some(let url), nil):
-            keys = .jwksURL(try url.url())
+            keys = .jwksURL(try url.url(allowLoopbackHTTP: devIdP))
         case (nil, .some(let file)):
             let path = try file.string()
             keys = .jwksFile(path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)")
@@ -223,7 +235,7 @@ extension Configuration {
             default: throw ConfigError("\(node.key).jwks_url", "is required for kind \(kind.rawValue) (or jwks_file)")
             }
         }
-        return ProviderConfiguration(name: name, kind: kind, settings: .jws(policy, keys))
+        return ProviderConfiguration(name: name, kind: kind, settings: .jws(policy, keys), devIdP: devIdP)
     }
 
     static func parseOpaqueProvider(
@@ -231,7 +243,8 @@ extension Configuration {
     ) throws(ConfigError) -> ProviderConfiguration {
         let isGitHub = kind == .github
         let (idKey, secretKey, urlKey) = isGitHub ? ("client_id", "client_secret_env", "api_url") : ("app_id", "app_secret_env", "graph_url")
-        let fields = try node.mapping(allowed: ["kind", idKey, secretKey, urlKey, "cache_seconds"])
+        let fields = try node.mapping(allowed: ["kind", idKey, secretKey, urlKey, "cache_seconds", "dev_idp"])
+        let devIdP = try fields["dev_idp"]?.bool() ?? false
         guard let idNode = fields[idKey] else { throw ConfigError("\(node.key).\(idKey)", "is required for kind \(kind.rawValue)") }
         let clientID = try idNode.string()
         let idIsValid =
@@ -246,12 +259,13 @@ extension Configuration {
         guard let secret = environment[variable], !secret.isEmpty else {
             throw ConfigError(secretNode.key, "environment variable \(variable) is not set (secrets come from the environment, never the file)")
         }
-        let baseURL = try fields[urlKey]?.url() ?? (isGitHub ? "https://api.github.com" : "https://graph.facebook.com")
+        let baseURL = try fields[urlKey]?.url(allowLoopbackHTTP: devIdP) ?? (isGitHub ? "https://api.github.com" : "https://graph.facebook.com")
         let cacheSeconds = Double(try fields["cache_seconds"]?.int(in: 0...3600) ?? 60)
         return ProviderConfiguration(
             name: name, kind: kind,
             settings: .opaque(
-                OpaqueProviderSettings(clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds)))
+                OpaqueProviderSettings(clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds)),
+            devIdP: devIdP)
     }
 }
 
@@ -315,15 +329,65 @@ struct ConfigNode {
     }
 
     /// An absolute http(s) URL. Plain http is accepted only for loopback hosts (tests, the dev IdP).
-    func url() throws(ConfigError) -> String {
+    /// An absolute https URL. Plain http only with `dev_idp: true`, and then only to a loopback address.
+    func url(allowLoopbackHTTP: Bool) throws(ConfigError) -> String {
         let value = try string()
-        guard let components = URLComponents(string: value), let scheme = components.scheme?.lowercased(), let host = components.host,
-            !host.isEmpty
+        // A Microsoft issuer template carries {tenantid}; check the URL with a tenant in its place.
+        let checked = value.replacingOccurrences(of: "{tenantid}", with: "00000000-0000-0000-0000-000000000000")
+        guard let components = URLComponents(string: checked), let scheme = components.scheme?.lowercased(), let host = components.host,
+            !host.isEmpty, components.user == nil, components.password == nil
         else { throw ConfigError(key, "must be an absolute https URL") }
         switch scheme {
         case "https": return value
-        case "http" where ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host.lowercased()): return value
-        default: throw ConfigError(key, "must use https (plain http only for loopback addresses)")
+        case "http" where allowLoopbackHTTP && OutboundURL.loopbackHosts.contains(host.lowercased()): return value
+        case "http" where OutboundURL.loopbackHosts.contains(host.lowercased()):
+            throw ConfigError(key, "plain http is allowed only for a local development IdP: set dev_idp: true on this provider")
+        default: throw ConfigError(key, "must use https")
         }
+    }
+}
+
+extension Configuration {
+    /// The service's configuration with no config file: Apple, Facebook Limited Login and Microsoft with their
+    /// real JWKS, audiences from `TOKENGUARD_APPLE_AUDIENCES`, `TOKENGUARD_FACEBOOK_LIMITED_AUDIENCES` and
+    /// `TOKENGUARD_MICROSOFT_AUDIENCES` (comma-separated) and tenants from `TOKENGUARD_MICROSOFT_TENANTS`
+    /// (default `*`). A provider with no audiences answers every token `invalid_audience`, saying what to set.
+    public static func builtInDefaults(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> Configuration {
+        func list(_ name: String) -> [String] {
+            (environment[name] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        var configuration = Configuration()
+        var tenants = TenantRule.any
+        let tenantList = list("TOKENGUARD_MICROSOFT_TENANTS")
+        if !tenantList.isEmpty {
+            guard let rule = TenantRule.parse(tenantList) else { throw ConfigError("TOKENGUARD_MICROSOFT_TENANTS", "must be *, organizations, consumers or tenant GUIDs") }
+            tenants = rule
+        }
+        configuration.providers = [
+            ProviderConfiguration(
+                name: "apple", kind: .apple,
+                settings: .jws(.apple(audiences: list("TOKENGUARD_APPLE_AUDIENCES")), .jwksURL("https://appleid.apple.com/auth/keys"))),
+            ProviderConfiguration(
+                name: "facebook_limited", kind: .facebookLimited,
+                settings: .jws(
+                    .facebookLimited(audiences: list("TOKENGUARD_FACEBOOK_LIMITED_AUDIENCES")),
+                    .jwksURL("https://limited.facebook.com/.well-known/oauth/openid/jwks/"))),
+            ProviderConfiguration(
+                name: "microsoft", kind: .microsoft,
+                settings: .jws(
+                    .microsoft(audiences: list("TOKENGUARD_MICROSOFT_AUDIENCES"), tenants: tenants),
+                    .jwksURL("https://login.microsoftonline.com/common/discovery/v2.0/keys"))),
+        ]
+        if let listen = environment["TOKENGUARD_LISTEN"] { configuration.listen = try validatedListen(listen, key: "TOKENGUARD_LISTEN") }
+        if let archive = environment["TOKENGUARD_KEY_ARCHIVE"] { configuration.keyArchive = archive }
+        return configuration
+    }
+
+    /// Host and port of `listen`.
+    public var listenHostAndPort: (host: String, port: Int) {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else { return ("127.0.0.1", 8080) }
+        var host = String(listen[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
     }
 }

@@ -144,16 +144,31 @@ public struct TokenVerifier: Sendable {
 
     func checkClaims(_ claims: JSONObject, key: VerificationKey, nonce: String?, now: Int64) throws(VerificationError) -> Verdict {
         let reader = ClaimsReader(claims: claims)
-        let leeway = policy.leewaySeconds
+        let (issuer, tenantID) = try checkIssuer(reader, key: key)
+        let audience = try checkAudience(reader)
+        try checkTenant(tenantID)
+        let expiresAt = try checkExpiry(reader, now: now)
+        try checkNotBefore(reader, now: now)
+        let issuedAt = try checkIssuedAt(reader, key: key, now: now)
+        try checkNonce(claimed: try reader.string("nonce"), requested: nonce)
+        let subject = try reader.requiredString("sub")
+        let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
+        return Verdict(
+            provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
+            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try reader.emailVerified(),
+            tenantID: tenantID, claims: claims)
+    }
 
-        // Issuer (and for Microsoft, the tenant the issuer is built from).
+    /// `iss`, exact; for Microsoft built from the token's own `tid` and agreeing with the key's `issuer`.
+    /// Returns the issuer and, for Microsoft, the tenant.
+    func checkIssuer(_ reader: ClaimsReader, key: VerificationKey?) throws(VerificationError) -> (String, String?) {
         guard let issuer = try reader.string("iss") else { throw VerificationError(.invalidIssuer, "claim iss is missing") }
-        var tenantID: String? = nil
         switch policy.issuers {
         case .exact(let accepted):
             guard accepted.contains(issuer) else {
                 throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not accepted for \(policy.name)")
             }
+            return (issuer, nil)
         case .tenantTemplate(let template):
             guard let tid = try reader.string("tid") else { throw VerificationError(.invalidIssuer, "claim tid is missing") }
             // Only a well-formed GUID goes into the template, so a crafted tid cannot shape the issuer string.
@@ -162,53 +177,63 @@ public struct TokenVerifier: Sendable {
             guard issuer == expected else {
                 throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" does not match tenant \(tid) (expected \(expected))")
             }
-            if let keyIssuer = key.issuer, keyIssuer.replacingTenantID(with: tid) != issuer {
+            if let keyIssuer = key?.issuer, keyIssuer.replacingTenantID(with: tid) != issuer {
                 throw VerificationError(
-                    .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key.keyID ?? "").prefix(64))\"")
+                    .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key?.keyID ?? "").prefix(64))\"")
             }
-            tenantID = tid
+            return (issuer, tid)
         }
+    }
 
-        // Audience.
+    /// `aud`: a string or array, one entry of which must be a configured audience. Returns the match.
+    func checkAudience(_ reader: ClaimsReader) throws(VerificationError) -> String {
+        guard !policy.audiences.isEmpty else {
+            throw VerificationError(.invalidAudience, "no audiences are configured for \(policy.name): set its audiences (or TOKENGUARD_\(policy.name.uppercased())_AUDIENCES)")
+        }
         let tokenAudiences = try reader.audiences()
         guard let audience = policy.audiences.first(where: { tokenAudiences.contains($0) }) else {
-            throw VerificationError(.invalidAudience, "audience \(tokenAudiences.map { "\"\($0.prefix(128))\"" }.joined(separator: ", ")) is not configured for \(policy.name)")
+            let listed = tokenAudiences.map { "\"\($0.prefix(128))\"" }.joined(separator: ", ")
+            throw VerificationError(.invalidAudience, "audience \(listed) is not configured for \(policy.name)")
         }
+        return audience
+    }
 
-        // Tenant.
+    func checkTenant(_ tenantID: String?) throws(VerificationError) {
         if let rule = policy.tenants, let tid = tenantID, !rule.allows(tid) {
             throw VerificationError(.tenantNotAllowed, "tenant \(tid) is not allowed for \(policy.name)")
         }
+    }
 
-        // Times. Expired when now ≥ exp + leeway: at exactly exp + leeway the token is already refused.
+    /// `exp`, required. Expired when now ≥ exp + leeway: at exactly exp + leeway the token is already refused.
+    func checkExpiry(_ reader: ClaimsReader, now: Int64) throws(VerificationError) -> Int64 {
         guard let expiresAt = try reader.numericDate("exp") else { throw VerificationError(.malformedToken, "claim exp is missing") }
-        if now >= expiresAt + leeway {
-            throw VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(expiresAt)) (leeway \(leeway)s)")
+        if now >= expiresAt + policy.leewaySeconds {
+            throw VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(expiresAt)) (leeway \(policy.leewaySeconds)s)")
         }
-        if let notBefore = try reader.numericDate("nbf"), now + leeway < notBefore {
-            throw VerificationError(.tokenNotYetValid, "token not valid before \(UTCTime.iso8601(notBefore)) (leeway \(leeway)s)")
+        return expiresAt
+    }
+
+    func checkNotBefore(_ reader: ClaimsReader, now: Int64) throws(VerificationError) {
+        if let notBefore = try reader.numericDate("nbf"), now + policy.leewaySeconds < notBefore {
+            throw VerificationError(.tokenNotYetValid, "token not valid before \(UTCTime.iso8601(notBefore)) (leeway \(policy.leewaySeconds)s)")
         }
+    }
+
+    /// `iat` not in the future (beyond the leeway); for an archived key, within the time the key was published.
+    func checkIssuedAt(_ reader: ClaimsReader, key: VerificationKey?, now: Int64) throws(VerificationError) -> Int64? {
         let issuedAt = try reader.numericDate("iat")
-        if let window = key.publishedWindow {
-            // An archived key verifies only tokens issued while it was published.
+        if let key, let window = key.publishedWindow {
             guard let issuedAt, window.contains(issuedAt) else {
                 throw VerificationError(
                     .unknownKey,
                     "key \"\((key.keyID ?? "").prefix(64))\" was published from \(UTCTime.iso8601(window.lowerBound + 86_400)) to \(UTCTime.iso8601(window.upperBound)); this token was issued \(issuedAt.map(UTCTime.iso8601) ?? "at no stated time")")
             }
         }
-        if let issuedAt, issuedAt > now + leeway {
-            throw VerificationError(.tokenIssuedInFuture, "token issued at \(UTCTime.iso8601(issuedAt)), \(issuedAt - now)s in the future (leeway \(leeway)s)")
+        if let issuedAt, issuedAt > now + policy.leewaySeconds {
+            throw VerificationError(
+                .tokenIssuedInFuture, "token issued at \(UTCTime.iso8601(issuedAt)), \(issuedAt - now)s in the future (leeway \(policy.leewaySeconds)s)")
         }
-
-        try checkNonce(claimed: try reader.string("nonce"), requested: nonce)
-
-        let subject = try reader.requiredString("sub")
-        let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
-        return Verdict(
-            provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
-            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try reader.emailVerified(),
-            tenantID: tenantID, claims: claims)
+        return issuedAt
     }
 
     /// The contract's nonce rules; the comparison is constant-time.

@@ -1,0 +1,30 @@
+import Hummingbird
+import NIOCore
+import TokenGuardCore
+
+/// A JSON error response with a stable code: `{"error": {"code": "...", "message": "..."}}`.
+struct APIError: Error, HTTPResponseError {
+    let status: HTTPResponse.Status
+    let code: ErrorCode
+    let message: String
+    var retryAfterSeconds: Int? = nil
+
+    static func invalidRequest(_ message: String) -> APIError { APIError(status: .badRequest, code: .invalidRequest, message: message) }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
+        let body = JSONWriter.bytes(.object(JSONObject([("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))])))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+enum JSONResponse {
+    static func make(_ value: JSONValue, status: HTTPResponse.Status = .ok, retryAfter: Int? = nil) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(value))))
+    }
+}

@@ -1,0 +1,33 @@
+import Hummingbird
+import Logging
+import Prometheus
+import ServiceLifecycle
+import TokenGuardCore
+
+/// Builds the tokenguard HTTP application: routes, limits, background key refresh.
+///
+/// - Parameters:
+///   - registry: the configured providers' verifiers.
+///   - kinds: each provider's kind, for `/v1/providers`.
+///   - host, port: where to listen (default 127.0.0.1:8080).
+///   - prometheus: the registry `/metrics` renders (the one bootstrapped into swift-metrics).
+///   - extraServices: more services to run in the same group (an embedded dev IdP).
+public func buildApplication(
+    registry: VerifierRegistry, kinds: [String: ProviderKind], host: String, port: Int, settings: ServerSettings = ServerSettings(),
+    prometheus: PrometheusCollectorRegistry?, logger: Logger, extraServices: [any Service] = [],
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) -> some ApplicationProtocol {
+    let router = Router(context: TokenGuardRequestContext.self)
+    router.middlewares.add(LogRequestsMiddleware(.debug))
+    VerifyRoutes(registry: registry, settings: settings).register(on: router)
+    StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings).register(on: router)
+    var application = Application(
+        router: router,
+        server: .http1(configuration: .init(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))),
+        configuration: .init(address: .hostname(host, port: port), serverName: "tokenguard", reuseAddress: true),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
+        logger: logger)
+    application.addServices(KeyRefreshService(sources: registry.fetchingSources))
+    application.addServices(extraServices)
+    return application
+}

@@ -1,0 +1,62 @@
+import Hummingbird
+import Prometheus
+import TokenGuardCore
+
+/// `GET /v1/providers`, `/healthz`, `/readyz` and `/metrics`.
+struct StatusRoutes: Sendable {
+    let registry: VerifierRegistry
+    let kinds: [String: ProviderKind]
+    let prometheus: PrometheusCollectorRegistry?
+    let settings: ServerSettings
+
+    func register(on router: Router<TokenGuardRequestContext>) {
+        router.get("/healthz") { _, _ in JSONResponse.make(.object(JSONObject([("status", .string("ok"))]))) }
+        router.get("/readyz") { _, _ in readiness() }
+        router.get("/v1/providers") { _, _ in JSONResponse.make(.object(JSONObject([("providers", .array(providers()))]))) }
+        router.get("/metrics") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: prometheus?.emitToBuffer() ?? [])))
+        }
+    }
+
+    private func providers() -> [JSONValue] {
+        var list: [JSONValue] = []
+        for name in registry.providerNames {
+            var entry = JSONObject([("name", .string(name)), ("kind", .string(kinds[name]?.rawValue ?? "unknown"))])
+            if let verifier = registry.verifiers[name] {
+                let status = verifier.keySource.status
+                entry.set("usable", .bool(status.usable))
+                entry.set("key_ids", .array(status.keyIDs.map(JSONValue.string)))
+                entry.set("fetched_at", status.fetchedAt.map { .integer(Int64($0)) } ?? .null)
+                entry.set("expires_at", status.expiresAt.map { .integer(Int64($0)) } ?? .null)
+                entry.set("last_error", status.lastError.map(JSONValue.string) ?? .null)
+            } else {
+                // Opaque-token providers hold no keys; they are asked per token.
+                entry.set("usable", .bool(true))
+                entry.set("key_ids", .array([]))
+                entry.set("fetched_at", .null)
+                entry.set("expires_at", .null)
+                entry.set("last_error", .null)
+            }
+            list.append(.object(entry))
+        }
+        return list
+    }
+
+    /// Ready only when every JWS provider has usable keys.
+    private func readiness() -> Response {
+        var providers = JSONObject()
+        var ready = true
+        for (name, verifier) in registry.verifiers.sorted(by: { $0.key < $1.key }) {
+            let status = verifier.keySource.status
+            ready = ready && status.usable
+            var entry = JSONObject([("usable", .bool(status.usable))])
+            if !status.usable { entry.set("reason", .string(status.lastError ?? "no keys yet")) }
+            providers.set(name, .object(entry))
+        }
+        return JSONResponse.make(
+            .object(JSONObject([("ready", .bool(ready)), ("providers", .object(providers))])), status: ready ? .ok : .serviceUnavailable,
+            retryAfter: ready ? nil : settings.retryAfterSeconds)
+    }
+}
