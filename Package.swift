@@ -110,6 +110,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "TokenGuardServerTests",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport", "tokenguard"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "TokenGuardCLITests",
             dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport", "tokenguard"],
             swiftSettings: strictSettings

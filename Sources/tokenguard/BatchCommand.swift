@@ -20,11 +20,24 @@ struct BatchCommand: ParsableCommand {
     @Option(name: .long, help: "Worker threads (default: the number of cores).")
     var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
 
+    @Option(name: .long, help: "Process only shard I of N (0-based): records whose index mod N is I, so N machines split one log.")
+    var shard: String?
+
     @Argument(help: "The NDJSON input file, or '-' for standard input.")
     var input: String = "-"
 
     func validate() throws {
         guard (1...256).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 256") }
+        _ = try parsedShard()
+    }
+
+    func parsedShard() throws -> (index: Int, count: Int)? {
+        guard let shard else { return nil }
+        let parts = shard.split(separator: "/")
+        guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]), count >= 1, count <= 1_000_000, (0..<count).contains(index) else {
+            throw ValidationError("--shard must be I/N with 0 ≤ I < N, e.g. 0/4")
+        }
+        return (index, count)
     }
 
     func run() throws {
@@ -45,7 +58,11 @@ struct BatchCommand: ParsableCommand {
         let processor = BatchProcessor(registry: registry, defaultAt: options.at)
         // A line holds a token plus a small envelope; anything longer is refused without being buffered.
         var reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
-        let runner = BatchRunner(processor: processor, jobs: jobs, showProgress: isatty(STDERR_FILENO) == 1)
+        var totalBytes: Int? = nil
+        var info = stat()
+        if fd != STDIN_FILENO, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { totalBytes = Int(info.st_size) }
+        let runner = BatchRunner(
+            processor: processor, jobs: jobs, showProgress: isatty(STDERR_FILENO) == 1, shard: try parsedShard(), totalBytes: totalBytes)
         let summary: BatchRunner.Summary
         do {
             summary = try runner.run(reader: &reader)

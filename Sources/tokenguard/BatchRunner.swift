@@ -8,6 +8,10 @@ struct BatchRunner {
     let processor: BatchProcessor
     let jobs: Int
     let showProgress: Bool
+    /// Only records whose index mod `count` is `index` (0-based), when set.
+    let shard: (index: Int, count: Int)?
+    /// The input's size when it is a regular file: progress then shows a percentage and an ETA.
+    let totalBytes: Int?
 
     /// Lines per chunk, and bytes per chunk, whichever comes first.
     static let chunkLines = 4096
@@ -35,6 +39,8 @@ struct BatchRunner {
         var chunk: [LineReader.Line] = []
         chunk.reserveCapacity(Self.chunkLines)
         var done = false
+        var recordIndex = 0
+        var bytesRead = 0
         while !done {
             chunk.removeAll(keepingCapacity: true)
             var bytes = 0
@@ -43,11 +49,17 @@ struct BatchRunner {
                     done = true
                     break
                 }
-                if case .line(let content) = line {
+                switch line {
+                case .line(let content):
+                    bytesRead += content.count + 1
                     // Blank lines (such as a trailing newline) are not records.
                     if content.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                    bytes += content.count
+                case .tooLong(let count):
+                    bytesRead += count + 1
                 }
+                defer { recordIndex += 1 }
+                if let shard, recordIndex % shard.count != shard.index { continue }
+                if case .line(let content) = line { bytes += content.count }
                 chunk.append(line)
             }
             if chunk.isEmpty { break }
@@ -62,15 +74,30 @@ struct BatchRunner {
             }
             output.write(Data(out))
             let now = DispatchTime.now()
-            if showProgress && now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 500_000_000 {
+            if showProgress && now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 250_000_000 {
                 lastProgress = now
                 let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                Stderr.write("\r\(summary.lines) lines, \(Int(Double(summary.lines) / max(elapsed, 0.001))) tokens/s   ")
+                Stderr.write("\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: bytesRead, totalBytes: totalBytes))
             }
         }
         if showProgress { Stderr.write("\r\u{1B}[K") }
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return summary
+    }
+
+    /// `[#######.............]  35%  120000 lines  41000 tokens/s  ETA 0:07` (bar and ETA only for a file).
+    static func progressLine(lines: Int, elapsed: Double, bytesRead: Int, totalBytes: Int?) -> String {
+        let rate = Double(lines) / max(elapsed, 0.001)
+        var text = "\(lines) lines  \(Int(rate)) tokens/s"
+        if let totalBytes, totalBytes > 0 {
+            let fraction = min(Double(bytesRead) / Double(totalBytes), 1)
+            let filled = Int(fraction * 20)
+            let remaining = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0
+            let seconds = Int(remaining.rounded())
+            text = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "] "
+                + String(format: "%3d%%  ", Int(fraction * 100)) + text + "  ETA \(seconds / 60):" + String(format: "%02d", seconds % 60)
+        }
+        return text + "   "
     }
 
     /// Verifies a chunk with `jobs` concurrent workers; each takes every `jobs`-th line, so order is kept by index.

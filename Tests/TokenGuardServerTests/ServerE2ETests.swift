@@ -1,0 +1,193 @@
+import Foundation
+import Synchronization
+import Testing
+import TokenGuardCore
+import TokenGuardCrypto
+import TokenGuardFetch
+import TokenGuardTestSupport
+
+/// The real `tokenguard serve` binary over HTTP on 127.0.0.1, against a local IdP.
+struct ServerE2ETests {
+    let nonce = "e2e-raw-nonce"
+
+    final class IdPState: Sendable {
+        let jwks: Mutex<String>
+        let failing = Mutex(false)
+        let delay = Mutex(0.0)
+        init(_ jwks: String) { self.jwks = Mutex(jwks) }
+    }
+
+    struct Setup {
+        let server: ServerProcess
+        let idp: FakeHTTPServer
+        let state: IdPState
+        let key: TestKey
+        let workspace: TempWorkspace
+    }
+
+    func start(failing: Bool = false, delay: Double = 0, extraConfig: String = "") async throws -> Setup {
+        let key = try SharedTestKeys.rsa()
+        let state = IdPState(try SharedTestKeys.jwks([key]))
+        state.failing.withLock { $0 = failing }
+        state.delay.withLock { $0 = delay }
+        let idp = try FakeHTTPServer { _ in
+            if state.failing.withLock({ $0 }) { return .json("{\"error\":\"down\"}", status: 500) }
+            var response = FakeHTTPServer.Response.json(state.jwks.withLock { $0 })
+            response.delay = state.delay.withLock { $0 }
+            return response
+        }
+        let workspace = try TempWorkspace()
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            key_archive: "keys.sqlite"
+            http: { connect_timeout_ms: 500, timeout_ms: 5000 }
+            keys: { min_ttl_seconds: 1 }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
+            \(extraConfig)
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        return Setup(server: server, idp: idp, state: state, key: key, workspace: workspace)
+    }
+
+    func json(_ response: HTTPResponse) throws -> JSONObject { try JSONParser.parseObject(response.body) }
+
+    func waitReady(_ server: ServerProcess) async throws {
+        for _ in 0..<200 {
+            if try await server.get("/readyz").status == 200 { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("never ready")
+    }
+
+    @Test("verify: 200 valid, 401 rejected, 400 bad requests, 413 oversized, explain lists every check")
+    func verifyEndpoint() async throws {
+        let setup = try await start()
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let valid = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
+        #expect(valid.status == 200)
+        #expect(try json(valid)["valid"] == .bool(true))
+        #expect(valid.header("content-type") == "application/json")
+
+        let rejected = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"other\"}")
+        #expect(rejected.status == 401)
+        #expect(try json(rejected)["error"]?.objectValue?["code"] == .string("nonce_mismatch"))
+
+        let explained = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"other\",\"explain\":true}")
+        let checks = try #require(try json(explained)["checks"]?.arrayValue)
+        let names = checks.compactMap { $0.objectValue?["check"]?.stringValue }
+        #expect(names == ["structure", "algorithm", "key", "signature", "issuer", "audience", "tenant", "expiry", "not-before", "issued-at", "nonce", "replay"])
+        #expect(checks.first { $0.objectValue?["check"] == .string("nonce") }?.objectValue?["ok"] == .bool(false))
+        #expect(checks.first { $0.objectValue?["check"] == .string("signature") }?.objectValue?["ok"] == .bool(true))
+
+        let badRequests: [(String, Int, String)] = [
+            ("not json", 400, "invalid_request"), ("[]", 400, "invalid_request"), ("{}", 400, "invalid_request"),
+            ("{\"provider\":\"apple\"}", 400, "invalid_request"), ("{\"provider\":\"apple\",\"token\":\"\"}", 400, "invalid_request"),
+            ("{\"provider\":\"apple\",\"token\":42}", 400, "invalid_request"), ("{\"provider\":7,\"token\":\"x\"}", 400, "invalid_request"),
+            ("{\"provider\":\"apple\",\"token\":\"x\",\"nonce\":5}", 400, "invalid_request"),
+            ("{\"provider\":\"apple\",\"token\":\"x\",\"explain\":\"yes\"}", 400, "invalid_request"),
+            ("{\"provider\":\"apple\",\"token\":\"x\",\"extra\":1}", 400, "invalid_request"),
+            ("{\"provider\":\"nope\",\"token\":\"x\"}", 400, "unknown_provider"),
+            ("{\"provider\":\"apple\",\"token\":\"x\",\"token\":\"y\"}", 400, "invalid_request"),
+            ("{\"provider\":\"apple\",\"token\":\"" + String(repeating: "a", count: 70_000) + "\"}", 413, "invalid_request"),
+        ]
+        for (body, status, code) in badRequests {
+            let response = try await setup.server.post("/v1/verify", body)
+            #expect(response.status == status, "\(body.prefix(60)): \(response.status)")
+            #expect(try json(response)["error"]?.objectValue?["code"] == .string(code), "\(body.prefix(60))")
+        }
+        let malformed = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"a.b\",\"nonce\":\"n\"}")
+        #expect(malformed.status == 401)
+        #expect(!String(decoding: malformed.body, as: UTF8.self).contains(nonce))
+    }
+
+    @Test("batch: results in order; item errors per item; over 1,000 items or 4 MiB refused")
+    func batchEndpoint() async throws {
+        let setup = try await start()
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        var items: [String] = []
+        for index in 0..<300 {
+            switch index % 3 {
+            case 0: items.append("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
+            case 1: items.append("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"x\"}")
+            default: items.append(index % 2 == 0 ? "{\"provider\":\"nope\",\"token\":\"x\"}" : "{\"token\":5}")
+            }
+        }
+        let response = try await setup.server.post("/v1/verify/batch", "{\"items\":[" + items.joined(separator: ",") + "]}")
+        #expect(response.status == 200)
+        let results = try #require(try json(response)["results"]?.arrayValue)
+        #expect(results.count == 300)
+        for (index, result) in results.enumerated() {
+            let code = result.objectValue?["error"]?.objectValue?["code"]?.stringValue ?? "valid"
+            let expected = index % 3 == 0 ? "valid" : index % 3 == 1 ? "nonce_mismatch" : index % 2 == 0 ? "unknown_provider" : "invalid_request"
+            #expect(code == expected, "item \(index)")
+        }
+        let tooMany = try await setup.server.post("/v1/verify/batch", "{\"items\":[" + Array(repeating: "{}", count: 1001).joined(separator: ",") + "]}")
+        #expect(tooMany.status == 400)
+        let tooBig = try await setup.server.post("/v1/verify/batch", "{\"items\":[\"" + String(repeating: "a", count: 4_200_000) + "\"]}")
+        #expect(tooBig.status == 413)
+        #expect(try await setup.server.post("/v1/verify/batch", "{\"items\":{}}").status == 400)
+    }
+
+    @Test("readyz is 503 until keys are usable; verify is 503 keys_unavailable with Retry-After; providers and metrics report")
+    func readinessAndOutage() async throws {
+        let setup = try await start(failing: true)
+        defer { setup.server.stop() }
+        let notReady = try await setup.server.get("/readyz")
+        #expect(notReady.status == 503)
+        #expect(notReady.header("retry-after") != nil)
+        let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let unavailable = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
+        #expect(unavailable.status == 503)
+        #expect(unavailable.header("retry-after") != nil)
+        #expect(try json(unavailable)["error"]?.objectValue?["code"] == .string("keys_unavailable"))
+        let providers = try json(try await setup.server.get("/v1/providers"))["providers"]?.arrayValue?.first?.objectValue
+        #expect(providers?["usable"] == .bool(false))
+        #expect(providers?["last_error"]?.stringValue?.contains("500") == true)
+
+        setup.state.failing.withLock { $0 = false }
+        try await waitReady(setup.server)
+        let valid = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
+        #expect(valid.status == 200)
+        let listed = try json(try await setup.server.get("/v1/providers"))["providers"]?.arrayValue?.first?.objectValue
+        #expect(listed?["key_ids"] == .array([.string(setup.key.keyID)]))
+        #expect(listed?["kind"] == .string("apple"))
+        let metrics = String(decoding: try await setup.server.get("/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("tokenguard_verifications_total"))
+        #expect(metrics.contains("outcome=\"keys_unavailable\""))
+        #expect(metrics.contains("tokenguard_jwks_fetches_total"))
+        #expect(metrics.contains("tokenguard_verification_duration_seconds"))
+        #expect(try await setup.server.get("/healthz").status == 200)
+        #expect(try await setup.server.get("/nope").status == 404)
+    }
+
+    @Test("SIGTERM stops accepting, finishes the in-flight request, exits 0")
+    func gracefulShutdown() async throws {
+        let setup = try await start(delay: 2)
+        defer { setup.server.stop() }
+        // Cold keys: this verification waits on the slow JWKS fetch while the server is told to stop.
+        let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let server = setup.server
+        let nonce = self.nonce
+        let inFlight = Task { try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}") }
+        try await Task.sleep(for: .milliseconds(500))
+        let status = await Task.detached { server.terminate() }.value
+        let response = try await inFlight.value
+        #expect(response.status == 200, "the in-flight request completes: \(String(decoding: response.body, as: UTF8.self))")
+        #expect(status == 0, "exit status \(String(describing: status)); log: \(server.log().suffix(2000))")
+    }
+
+    @Test("no config file: built-in defaults for the real providers; config errors exit 2")
+    func defaultsAndConfigErrors() throws {
+        let workspace = try TempWorkspace()
+        let bad = try workspace.write("bad.yaml", "providers:\n  apple: { audiences: [\"a\"], jwks_url: \"https://x\", typo: 1 }\n")
+        let result = try BinaryRunner.run(["serve", "--config", bad])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("providers.apple.typo"))
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import TokenGuardCore
+import TokenGuardFetch
+
+/// A real `tokenguard serve` process on a loopback port of its own, stopped by its pid.
+public final class ServerProcess: @unchecked Sendable {
+    // @unchecked Sendable: the process handle is set once; tests use a server from one task at a time.
+    public let port: Int
+    public let process: Process
+    public let logPath: String
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    private let client: CurlHTTPClient
+
+    /// Starts `tokenguard serve` with `arguments` after `serve` and waits (bounded) until `/healthz` answers.
+    public init(arguments: [String], environment: [String: String] = [:], workspace: TempWorkspace) async throws {
+        port = try FreeLoopbackPort.pick()
+        process = Process()
+        process.executableURL = try BinaryRunner.executable()
+        process.arguments = ["serve", "--listen", "127.0.0.1:\(port)"] + arguments
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "TOKENGUARD_CONFIG")
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        logPath = workspace.url.appendingPathComponent("server-\(port).log").path
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        var http = CurlHTTPClient.Configuration()
+        http.totalTimeoutMilliseconds = 15_000
+        http.connectTimeoutMilliseconds = 500
+        http.threads = 8
+        client = CurlHTTPClient(configuration: http)
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if !process.isRunning { throw RunnerError("tokenguard serve exited: \(self.log())") }
+            if let response = try? await client.send(HTTPRequest(url: baseURL + "/healthz")), response.status == 200 { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        stop()
+        throw RunnerError("tokenguard serve did not answer /healthz within 30 s: \(self.log())")
+    }
+
+    deinit { stop() }
+
+    public func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    public func get(_ path: String) async throws -> HTTPResponse {
+        try await client.send(HTTPRequest(url: baseURL + path))
+    }
+
+    public func post(_ path: String, _ body: String) async throws -> HTTPResponse {
+        try await client.send(HTTPRequest(url: baseURL + path, method: .post, headers: [("Content-Type", "application/json")], body: Array(body.utf8)))
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    @discardableResult
+    public func terminate(timeout: TimeInterval = 20) -> Int32? {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    public func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+public enum FreeLoopbackPort {
+    /// A port free on 127.0.0.1 now (bind to port 0, read it, release it).
+    public static func pick() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw RunnerError("socket failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw RunnerError("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
