@@ -17,3 +17,7 @@ print("sample batch: verdicts as expected")
 PY
 # No definite leaks in a loop of a few thousand accepted and rejected verifications.
 bash scripts/leak-check.sh 200
+# Kubernetes manifests against the Kubernetes schemas, offline.
+bash scripts/validate-deploy.sh
+# The OpenAPI document against the live server (schemathesis, bounded).
+TOKENGUARD_BIN=.build/debug/tokenguard bash scripts/api-fuzz.sh

@@ -19,6 +19,11 @@ public func buildApplication(
 ) -> some ApplicationProtocol {
     let router = Router(context: TokenGuardRequestContext.self)
     router.middlewares.add(LogRequestsMiddleware(.debug))
+    router.middlewares.add(
+        MethodNotAllowedMiddleware(allowed: [
+            "/v1/verify": [.post], "/v1/verify/batch": [.post], "/v1/providers": [.get, .head], "/healthz": [.get, .head],
+            "/readyz": [.get, .head], "/metrics": [.get, .head],
+        ]))
     VerifyRoutes(registry: registry, settings: settings).register(on: router)
     StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings).register(on: router)
     var application = Application(

@@ -8,6 +8,12 @@ public struct KeyRefreshService: Service {
     public init(sources: [JWKSKeySource]) { self.sources = sources }
 
     public func run() async throws {
+        // With nothing to refresh (pinned keys only) the service still lives until shutdown: a service that
+        // returns early stops the whole group.
+        guard !sources.isEmpty else {
+            try? await gracefulShutdown()
+            return
+        }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 for source in sources { group.addTask { await source.runRefreshLoop() } }

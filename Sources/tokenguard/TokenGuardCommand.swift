@@ -11,6 +11,7 @@ struct TokenGuardCommand: AsyncParsableCommand {
         version: version,
         subcommands: [
             ServeCommand.self, VerifyCommand.self, BatchCommand.self, InspectCommand.self, KeysCommand.self, DevIdPCommand.self, MintCommand.self,
+            HealthcheckCommand.self,
         ]
     )
 
