@@ -4,7 +4,7 @@ import Hummingbird
 /// collects its body up to its own, smaller limit.
 public struct TokenGuardRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    public var maxUploadSize: Int { 4 * 1024 * 1024 }
+    public var maxUploadSize: Int { 64 * 1024 * 1024 }
 
     public init(source: Source) {
         coreContext = .init(source: source)

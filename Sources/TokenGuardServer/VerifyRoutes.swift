@@ -9,8 +9,13 @@ struct VerifyRoutes: Sendable {
     let settings: ServerSettings
 
     func register(on router: Router<TokenGuardRequestContext>) {
-        router.post("/v1/verify") { request, context in try await verify(request, context) }
-        router.post("/v1/verify/batch") { request, context in try await batch(request, context) }
+        let seconds = settings.requestTimeoutSeconds
+        router.post("/v1/verify") { request, context in
+            try await RequestTimeout.run(seconds: seconds) { try await verify(request, context) }
+        }
+        router.post("/v1/verify/batch") { request, context in
+            try await RequestTimeout.run(seconds: seconds) { try await batch(request, context) }
+        }
     }
 
     /// One verify request, validated strictly: unknown members, wrong types and empty values are `invalid_request`.

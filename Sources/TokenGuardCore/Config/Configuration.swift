@@ -15,10 +15,25 @@ public struct Configuration: Sendable {
     /// Outbound HTTP timeouts in milliseconds (`http:`; an extension of the contract).
     public var connectTimeoutMilliseconds = 2_000
     public var totalTimeoutMilliseconds = 5_000
+    /// HTTP API limits (`server:`; an extension of the contract).
+    public var server = ServerLimits()
 
     public init() {}
 
     public func provider(named name: String) -> ProviderConfiguration? { providers.first { $0.name == name } }
+}
+
+/// The HTTP API's limits (config `server:`), with the defaults the service ships with.
+public struct ServerLimits: Sendable, Equatable {
+    public var maximumVerifyBodyBytes = 64 * 1024
+    public var maximumBatchBodyBytes = 4 * 1024 * 1024
+    public var maximumBatchItems = 1_000
+    /// A request still unanswered after this long gets 503 (default 15 s).
+    public var requestTimeoutSeconds = 15
+    /// Idle or trickling connections are closed after this long (default 30 s).
+    public var idleTimeoutSeconds = 30
+
+    public init() {}
 }
 
 /// One entry under `providers:`.
@@ -106,7 +121,7 @@ extension Configuration {
             throw ConfigError("", "not valid YAML: \(error)")
         }
         let top = try ConfigNode(root, key: "").mapping(allowed: [
-            "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers", "keys", "http",
+            "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers", "keys", "http", "server",
         ])
         var configuration = Configuration()
         if let listen = top["listen"] { configuration.listen = try validatedListen(try listen.string(), key: listen.key) }
@@ -130,6 +145,18 @@ extension Configuration {
             let fields = try http.mapping(allowed: ["connect_timeout_ms", "timeout_ms"])
             if let value = fields["connect_timeout_ms"] { configuration.connectTimeoutMilliseconds = try value.int(in: 100...60_000) }
             if let value = fields["timeout_ms"] { configuration.totalTimeoutMilliseconds = try value.int(in: 100...120_000) }
+        }
+        if let server = top["server"] {
+            let fields = try server.mapping(allowed: [
+                "max_verify_body_bytes", "max_batch_body_bytes", "max_batch_items", "request_timeout_seconds", "idle_timeout_seconds",
+            ])
+            var limits = ServerLimits()
+            if let value = fields["max_verify_body_bytes"] { limits.maximumVerifyBodyBytes = try value.int(in: 1024...(16 << 20)) }
+            if let value = fields["max_batch_body_bytes"] { limits.maximumBatchBodyBytes = try value.int(in: 1024...(64 << 20)) }
+            if let value = fields["max_batch_items"] { limits.maximumBatchItems = try value.int(in: 1...100_000) }
+            if let value = fields["request_timeout_seconds"] { limits.requestTimeoutSeconds = try value.int(in: 1...600) }
+            if let value = fields["idle_timeout_seconds"] { limits.idleTimeoutSeconds = try value.int(in: 1...3600) }
+            configuration.server = limits
         }
         if let replay = top["replay"] {
             // Refused rather than ignored: a user who asks for replay protection must not silently run without it.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import TokenGuardCrypto
 
 /// Verifies an opaque access token by asking its provider (GitHub, classic Facebook Login).
@@ -34,7 +35,10 @@ public struct OpaqueTokenVerifier: Sendable {
     public func verify(token: String) async -> VerificationResult {
         if let error = inspector.validateShape(token) { return .failure(error) }
         let now = clock()
-        if let cached = cache.lookup(token, now: now) { return cached }
+        if let cached = cache.lookup(token, now: now) {
+            Counter(label: "tokenguard_cache_hits_total", dimensions: [("provider", inspector.providerName), ("cache", "opaque")]).increment()
+            return cached
+        }
         let result = await inspector.inspect(token, now: now)
         cache.store(token, result, now: now)
         if case .failure(let error) = result, error.code.isRetryable {

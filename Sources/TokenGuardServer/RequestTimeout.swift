@@ -1,0 +1,45 @@
+import Hummingbird
+import Synchronization
+import TokenGuardCore
+
+/// Bounds a request's work: after `seconds` the client gets 503 with `Retry-After` and the work is cancelled.
+/// Outbound calls are bounded by their own timeouts; this bounds everything else (a slow body upload, a pile-up
+/// behind a refetch). The answer does not wait for the cancelled work to wind down: a shared key fetch it was
+/// waiting on goes on for the requests still waiting on it.
+enum RequestTimeout {
+    /// Resumes a continuation exactly once, from whichever of the work and the timer finishes first.
+    final class FirstAnswer: Sendable {
+        private let continuation: Mutex<CheckedContinuation<Response, any Error>?>
+
+        init(_ continuation: CheckedContinuation<Response, any Error>) { self.continuation = Mutex(continuation) }
+
+        /// True when this call delivered the answer.
+        func deliver(_ result: Result<Response, any Error>) -> Bool {
+            guard let continuation = continuation.withLock({ value in
+                defer { value = nil }
+                return value
+            }) else { return false }
+            continuation.resume(with: result)
+            return true
+        }
+    }
+
+    static func run(seconds: Int, _ work: @escaping @Sendable () async throws -> Response) async throws -> Response {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Response, any Error>) in
+            let answer = FirstAnswer(continuation)
+            let task = Task {
+                do {
+                    _ = answer.deliver(.success(try await work()))
+                } catch {
+                    _ = answer.deliver(.failure(error))
+                }
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                let error = APIError(
+                    status: .serviceUnavailable, code: .keysUnavailable, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
+                if answer.deliver(.failure(error)) { task.cancel() }
+            }
+        }
+    }
+}
