@@ -53,10 +53,11 @@ struct RealTokenTests {
     }
 
     @Test("real tokens fail once any byte is altered", arguments: try files())
-    func anyAlteredByteFails(name: String) throws {
+    func anyAlteredByteFails(name: String) async throws {
         let (real, verifier) = try Self.load(name)
         let original = Array(real.token.utf8)
         for index in original.indices where original[index] != UInt8(ascii: ".") {
+            if index % 64 == 0 { await Task.yield() }  // CPU-bound: let other tests' tasks run
             var mutated = original
             // Swap for another base64url character so the token stays well-formed where possible.
             mutated[index] = original[index] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")

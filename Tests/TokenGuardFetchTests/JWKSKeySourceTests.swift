@@ -305,7 +305,7 @@ struct JWKSKeySourceTests {
         let source = source(idp, policy: policy)
         let loop = Task { await source.runRefreshLoop() }
         defer { loop.cancel() }
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(40)
         while idp.fetches < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(idp.fetches >= 3)
         loop.cancel()
