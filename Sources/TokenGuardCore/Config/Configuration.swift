@@ -17,6 +17,8 @@ public struct Configuration: Sendable {
     public var totalTimeoutMilliseconds = 5_000
     /// HTTP API limits (`server:`; an extension of the contract).
     public var server = ServerLimits()
+    /// Verified-token cache entries per JWS provider (`token_cache_size`; 0 disables).
+    public var tokenCacheSize = VerifiedTokenCache.defaultCapacity
 
     public init() {}
 
@@ -121,7 +123,7 @@ extension Configuration {
             throw ConfigError("", "not valid YAML: \(error)")
         }
         let top = try ConfigNode(root, key: "").mapping(allowed: [
-            "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers", "keys", "http", "server",
+            "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers", "keys", "http", "server", "token_cache_size",
         ])
         var configuration = Configuration()
         if let listen = top["listen"] { configuration.listen = try validatedListen(try listen.string(), key: listen.key) }
@@ -146,6 +148,7 @@ extension Configuration {
             if let value = fields["connect_timeout_ms"] { configuration.connectTimeoutMilliseconds = try value.int(in: 100...60_000) }
             if let value = fields["timeout_ms"] { configuration.totalTimeoutMilliseconds = try value.int(in: 100...120_000) }
         }
+        if let size = top["token_cache_size"] { configuration.tokenCacheSize = try size.int(in: 0...10_000_000) }
         if let server = top["server"] {
             let fields = try server.mapping(allowed: [
                 "max_verify_body_bytes", "max_batch_body_bytes", "max_batch_items", "request_timeout_seconds", "idle_timeout_seconds",

@@ -13,6 +13,8 @@ public final class KeySet: Sendable {
     public let keys: [VerificationKey]
     public let skipped: [JWKParser.Skipped]
     private let byKeyID: [String: [VerificationKey]]
+    /// RFC 7638 thumbprints of every key, to tell whether a cached verdict's key is still published.
+    public let thumbprints: Set<String>
 
     public init(keys: [VerificationKey], skipped: [JWKParser.Skipped] = []) {
         self.keys = keys
@@ -22,6 +24,7 @@ public final class KeySet: Sendable {
             if let kid = key.keyID { index[kid, default: []].append(key) }
         }
         self.byKeyID = index
+        self.thumbprints = Set(keys.map(\.thumbprint))
     }
 
     public static let empty = KeySet(keys: [])

@@ -8,13 +8,16 @@ import TokenGuardCrypto
 public struct TokenVerifier: Sendable {
     public let policy: ProviderPolicy
     public let keySource: any KeySource
+    /// Recently verified tokens (nil: no cache). Never used for verification at a past time.
+    public let cache: VerifiedTokenCache?
 
     /// Longest raw nonce accepted in a request: far beyond any real one, small enough to hash cheaply.
     public static let maximumNonceBytes = 1024
 
-    public init(policy: ProviderPolicy, keySource: any KeySource) {
+    public init(policy: ProviderPolicy, keySource: any KeySource, cache: VerifiedTokenCache? = nil) {
         self.policy = policy
         self.keySource = keySource
+        self.cache = cache.flatMap { $0.capacity > 0 ? $0 : nil }
     }
 
     /// Verifies with the keys the source holds now. An unknown `kid` is `unknown_key` at once.
@@ -29,13 +32,33 @@ public struct TokenVerifier: Sendable {
     ///     published now are used.
     public func verify(token: String, nonce: String?, at now: Int64, historical: Bool = false) -> VerificationResult {
         do {
+            if !historical, let cache, let hit = try cachedVerdict(cache, token: token, nonce: nonce, now: now) { return .success(hit) }
             let jws = try parse(token)
             let alg = try checkAlgorithm(jws.header)
             let keys = try (historical ? keySource.historicalKeys() : keySource.currentKeys()).get()
-            return try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
+            let result = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
+            if !historical, let cache, case .success(let verdict) = result, let key = keys.candidates(keyID: jws.header.keyID, algorithm: alg).first {
+                cache.store(
+                    token,
+                    VerifiedTokenCache.Entry(
+                        verdict: verdict, keyThumbprint: key.thumbprint, nonceClaim: verdict.claims["nonce"]?.stringValue,
+                        expiresAt: verdict.expiresAt ?? now))
+            }
+            return result
         } catch {
             return .failure(error)
         }
+    }
+
+    /// A cache hit, re-checked: not expired now, key still published, and the request's nonce against the token's.
+    private func cachedVerdict(_ cache: VerifiedTokenCache, token: String, nonce: String?, now: Int64) throws(VerificationError) -> Verdict? {
+        guard token.utf8.count <= policy.maxTokenBytes else { return nil }
+        guard case .success(let keys) = keySource.currentKeys() else { return nil }
+        guard let entry = cache.lookup(token, now: now, leeway: policy.leewaySeconds, isPublished: { keys.thumbprints.contains($0) }) else {
+            return nil
+        }
+        try checkNonce(claimed: entry.nonceClaim, requested: nonce)
+        return entry.verdict
     }
 
     /// As ``verify(token:nonce:at:)``, but on an unknown `kid` asks the key source for newer keys once

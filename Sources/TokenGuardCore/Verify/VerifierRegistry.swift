@@ -35,7 +35,8 @@ public struct VerifierRegistry: Sendable {
             switch provider.settings {
             case .jws(let policy, let keys):
                 verifiers[provider.name] = TokenVerifier(
-                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive))
+                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive),
+                    cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
             case .opaque(let settings):
                 let inspector: any OpaqueTokenInspector
                 let fetcher = fetcher ?? NoFetcher()

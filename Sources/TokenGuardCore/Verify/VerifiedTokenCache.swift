@@ -1,0 +1,131 @@
+import Synchronization
+
+/// A bounded LRU cache of verified tokens, like Envoy's JWT filter offers: a token seen and verified recently
+/// skips the signature check.
+///
+/// - Keyed by the whole token: the dictionary hashes it, then compares it exactly — never a hash alone.
+/// - Positive verdicts only. On every hit the expiry is checked again against the current time and the
+///   request's nonce is checked against the token's (constant-time), so a hit never accepts what a full
+///   verification would refuse for those reasons.
+/// - An entry is dropped when its key is no longer published (checked by thumbprint on every hit).
+/// - Not used for verification at a past time (`at`).
+/// - Sharded (16 ways) so concurrent cores rarely contend for a lock.
+public final class VerifiedTokenCache: Sendable {
+    struct Entry {
+        let verdict: Verdict
+        let keyThumbprint: String
+        let nonceClaim: String?
+        let expiresAt: Int64
+    }
+
+    /// One shard: a dictionary from token to slot, and a doubly linked recency list over the slots.
+    struct Shard {
+        var index: [String: Int32] = [:]
+        var tokens: [String] = []
+        var entries: [Entry?] = []
+        var previous: [Int32] = []
+        var next: [Int32] = []
+        var head: Int32 = -1  // most recent
+        var tail: Int32 = -1  // least recent
+        var free: [Int32] = []
+
+        mutating func unlink(_ slot: Int32) {
+            let p = previous[Int(slot)], n = next[Int(slot)]
+            if p >= 0 { next[Int(p)] = n } else { head = n }
+            if n >= 0 { previous[Int(n)] = p } else { tail = p }
+        }
+
+        mutating func pushFront(_ slot: Int32) {
+            previous[Int(slot)] = -1
+            next[Int(slot)] = head
+            if head >= 0 { previous[Int(head)] = slot }
+            head = slot
+            if tail < 0 { tail = slot }
+        }
+
+        mutating func remove(_ slot: Int32) {
+            unlink(slot)
+            index[tokens[Int(slot)]] = nil
+            tokens[Int(slot)] = ""
+            entries[Int(slot)] = nil
+            free.append(slot)
+        }
+    }
+
+    public static let defaultCapacity = 100_000
+    private static let shardCount = 16
+
+    public let capacity: Int
+    private let perShard: Int
+    private let shards: [LockedShard]
+
+    /// A shard behind its own lock (a class, since `Mutex` cannot sit in an array).
+    final class LockedShard: Sendable {
+        let state = Mutex(Shard())
+        func withLock<R>(_ body: (inout Shard) -> R) -> R { state.withLock { body(&$0) } }
+    }
+
+    /// - Parameter capacity: entries in all (default 100,000); 0 disables the cache.
+    public init(capacity: Int = VerifiedTokenCache.defaultCapacity) {
+        self.capacity = max(0, capacity)
+        self.perShard = capacity == 0 ? 0 : max(1, (capacity + Self.shardCount - 1) / Self.shardCount)
+        self.shards = (0..<Self.shardCount).map { _ in LockedShard() }
+    }
+
+    private func shard(for token: String) -> Int {
+        // The last bytes of a JWS are its signature: well spread, and cheap to read.
+        var value = 0
+        for byte in token.utf8.suffix(4) { value = value &* 31 &+ Int(byte) }
+        return Int(UInt(bitPattern: value) % UInt(Self.shardCount))
+    }
+
+    /// The cached verdict, when the token is cached, not expired at `now` (with `leeway`) and its key is in
+    /// `publishedThumbprints`. The caller still checks the nonce. An expired or orphaned entry is dropped.
+    func lookup(_ token: String, now: Int64, leeway: Int64, isPublished: (String) -> Bool) -> Entry? {
+        guard perShard > 0 else { return nil }
+        return shards[shard(for: token)].withLock { shard -> Entry? in
+            guard let slot = shard.index[token], let entry = shard.entries[Int(slot)] else { return nil }
+            guard now < entry.expiresAt + leeway, isPublished(entry.keyThumbprint) else {
+                shard.remove(slot)
+                return nil
+            }
+            if shard.head != slot {
+                shard.unlink(slot)
+                shard.pushFront(slot)
+            }
+            return entry
+        }
+    }
+
+    func store(_ token: String, _ entry: Entry) {
+        guard perShard > 0 else { return }
+        shards[shard(for: token)].withLock { shard in
+            if let slot = shard.index[token] {
+                shard.entries[Int(slot)] = entry
+                return
+            }
+            let slot: Int32
+            if let reused = shard.free.popLast() {
+                slot = reused
+            } else if shard.tokens.count < perShard {
+                slot = Int32(shard.tokens.count)
+                shard.tokens.append("")
+                shard.entries.append(nil)
+                shard.previous.append(-1)
+                shard.next.append(-1)
+            } else {
+                // Full: evict the least recently used.
+                let evicted = shard.tail
+                shard.remove(evicted)
+                slot = shard.free.removeLast()
+            }
+            shard.tokens[Int(slot)] = token
+            shard.entries[Int(slot)] = entry
+            shard.index[token] = slot
+            shard.pushFront(slot)
+        }
+    }
+
+    /// Entries held now (for tests and metrics).
+    public var count: Int { shards.reduce(0) { $0 + $1.withLock { $0.index.count } } }
+}

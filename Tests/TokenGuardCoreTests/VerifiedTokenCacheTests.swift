@@ -1,0 +1,86 @@
+import Testing
+import TokenGuardCore
+import TokenGuardTestSupport
+
+/// The verified-token cache: hits skip the signature, but never skip expiry, nonce or key withdrawal.
+struct VerifiedTokenCacheTests {
+    let now = Verifiers.now
+    let nonce = "cache-raw-nonce"
+
+    /// A key source whose published keys the test can swap.
+    final class SwappableKeys: KeySource, @unchecked Sendable {
+        // @unchecked Sendable: the tests swap `keys` between verifications on one task only.
+        var keys: KeySet
+        init(_ keys: KeySet) { self.keys = keys }
+        func currentKeys() -> Result<KeySet, VerificationError> { .success(keys) }
+    }
+
+    @Test("a cached token still gets its nonce checked and its expiry re-checked on every hit")
+    func hitsAreRechecked() throws {
+        let key = try SharedTestKeys.rsa()
+        let cache = VerifiedTokenCache(capacity: 100)
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: cache)
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let first = try #require(verifier.verify(token: token, nonce: nonce, at: now).verdict)
+        #expect(cache.count == 1)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now + 10).verdict == first)
+        #expect(verifier.verify(token: token, nonce: "other", at: now).code == .nonceMismatch)
+        #expect(verifier.verify(token: token, nonce: nil, at: now).code == .nonceMissing)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now + 86_400 + 60).code == .tokenExpired)
+        #expect(cache.count == 0, "an expired entry is dropped")
+    }
+
+    @Test("a rejected token is never cached; a near-identical token is not a hit")
+    func onlyPositiveAndExact() throws {
+        let key = try SharedTestKeys.rsa()
+        let cache = VerifiedTokenCache(capacity: 100)
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: cache)
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        _ = verifier.verify(token: token, nonce: "wrong", at: now)
+        #expect(cache.count == 0)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
+        var forged = Array(token.utf8)
+        forged[forged.count - 5] = forged[forged.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(verifier.verify(token: String(decoding: forged, as: UTF8.self), nonce: nonce, at: now).verdict == nil)
+    }
+
+    @Test("an entry is dropped when its key leaves the key set")
+    func keyWithdrawn() throws {
+        let key = try SharedTestKeys.rsa()
+        let other = try SharedTestKeys.p256()
+        let source = SwappableKeys(try SharedTestKeys.keySet([key, other]))
+        let cache = VerifiedTokenCache(capacity: 100)
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: source, cache: cache)
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
+        source.keys = try SharedTestKeys.keySet([other])
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == .unknownKey)
+        #expect(cache.count == 0)
+    }
+
+    @Test("bounded: least recently used entries are evicted; capacity 0 disables")
+    func bounded() throws {
+        let key = try SharedTestKeys.ed25519()
+        let policy = ProviderPolicy.oidc(name: "corp", issuer: "https://appleid.apple.com", audiences: [ProviderTokens.appleAudience])
+        let cache = VerifiedTokenCache(capacity: 16)  // one entry per shard
+        let verifier = TokenVerifier(policy: policy, keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: cache)
+        for index in 0..<200 {
+            var claims = ProviderTokens.apple(now: now, rawNonce: nil)
+            claims.set("sub", .string("user-\(index)"))
+            _ = verifier.verify(token: try key.sign(claims), nonce: nil, at: now)
+        }
+        #expect(cache.count <= 16)
+        let disabled = TokenVerifier(policy: policy, keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: VerifiedTokenCache(capacity: 0))
+        #expect(disabled.cache == nil)
+    }
+
+    @Test("verification at a past time does not use the cache")
+    func historicalBypasses() throws {
+        let key = try SharedTestKeys.rsa()
+        let cache = VerifiedTokenCache(capacity: 100)
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: cache)
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        #expect(verifier.verify(token: token, nonce: nonce, at: now, historical: true).verdict != nil)
+        #expect(cache.count == 0)
+    }
+}
