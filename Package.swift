@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Benchmark peer only: the bench compares tokenguard with jwt-kit on the same tokens.
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
     ],
     targets: [
         // C system libraries: a modulemap and a tiny shim header each, nothing else.
@@ -77,7 +79,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "bench",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "COpenSSL", "CJWT", "TokenGuardTestSupport"],
+            dependencies: [
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "COpenSSL", "CJWT", "TokenGuardTestSupport",
+                .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             path: "Benchmarks/bench",
             swiftSettings: strictSettings
         ),

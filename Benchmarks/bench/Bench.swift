@@ -7,123 +7,228 @@ import TokenGuardTestSupport
 struct Measurement {
     let section: String
     let name: String
-    let perSecond: Double
-    var ratioTo: (String, Double)? = nil
+    let value: Double
+    let unit: String
+    var ratio: (to: String, value: Double)? = nil
 }
 
 struct Report {
+    var mode: String
     var measurements: [Measurement] = []
-    var targets: [(String, Double, Double, Bool)] = []  // key, value, target, met
+    var targets: [(key: String, value: Double, target: Double, met: Bool, note: String)] = []
     var notes: [String] = []
 
+    mutating func add(_ section: String, _ name: String, _ value: Double, _ unit: String = "/s", ratio: (String, Double)? = nil) {
+        measurements.append(Measurement(section: section, name: name, value: value, unit: unit, ratio: ratio))
+    }
+
+    /// `higherIsBetter` false for latencies and memory: met when value ≤ target.
+    mutating func target(_ key: String, _ value: Double, _ target: Double, higherIsBetter: Bool = true, note: String = "") {
+        targets.append((key, value, target, higherIsBetter ? value >= target : value <= target, note))
+    }
+
+    static func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+
     func table() -> String {
-        var lines = ["tokenguard bench (single thread)", String(repeating: "-", count: 78)]
+        var lines = ["tokenguard bench (\(mode)) on \(ProcessInfo.processInfo.activeProcessorCount) cores", String(repeating: "-", count: 96)]
         for m in measurements {
-            let ratio = m.ratioTo.map { String(format: "  %.2fx %@", $0.1, $0.0) } ?? ""
-            lines.append(String(format: "%-10@ %-34@ %12.0f /s", m.section, m.name, m.perSecond) + ratio)
+            let ratio = m.ratio.map { String(format: "  %.2fx %@", $0.value, $0.to) } ?? ""
+            lines.append(Self.pad(m.section, 11) + Self.pad(m.name, 48) + String(format: "%14.2f ", m.value) + m.unit + ratio)
         }
-        lines.append(String(repeating: "-", count: 78))
-        for (key, value, target, met) in targets {
-            lines.append(String(format: "target %-32@ %8.2f (target %.2f) %@", key, value, target, met ? "met" : "MISSED"))
+        lines.append(String(repeating: "-", count: 96))
+        for t in targets {
+            lines.append(
+                "target " + Self.pad(t.key, 32) + String(format: "%12.2f  (target %.2f)  ", t.value, t.target) + (t.met ? "met" : "MISSED")
+                    + (t.note.isEmpty ? "" : "  \(t.note)"))
         }
-        lines += notes
-        return lines.joined(separator: "\n")
+        return (lines + notes).joined(separator: "\n")
     }
 
     func json() -> String {
-        var root = JSONObject()
-        root.set("measurements", .array(measurements.map { m in
-            var object = JSONObject([("section", .string(m.section)), ("name", .string(m.name)), ("per_second", .number(m.perSecond))])
-            if let (base, ratio) = m.ratioTo { object.set("ratio", .number(ratio)); object.set("ratio_to", .string(base)) }
-            return .object(object)
-        }))
+        var root = JSONObject([("mode", .string(mode)), ("cores", .integer(Int64(ProcessInfo.processInfo.activeProcessorCount)))])
+        root.set(
+            "measurements",
+            .array(
+                measurements.map { m in
+                    var object = JSONObject([("section", .string(m.section)), ("name", .string(m.name)), ("value", .number(m.value)), ("unit", .string(m.unit))])
+                    if let ratio = m.ratio {
+                        object.set("ratio", .number(ratio.value))
+                        object.set("ratio_to", .string(ratio.to))
+                    }
+                    return .object(object)
+                }))
         var targetObject = JSONObject()
-        for (key, value, target, met) in targets {
-            targetObject.set(key, .object(JSONObject([("value", .number(value)), ("target", .number(target)), ("met", .bool(met))])))
+        for t in targets {
+            targetObject.set(t.key, .object(JSONObject([("value", .number(t.value)), ("target", .number(t.target)), ("met", .bool(t.met))])))
         }
         root.set("targets", .object(targetObject))
+        root.set("notes", .array(notes.map(JSONValue.string)))
         return JSONWriter.string(.object(root))
     }
 }
 
 struct Bench {
-    let secondsPerCase: Double
+    let quick: Bool
+    var seconds: Double { quick ? 0.15 : 1.0 }
 
-    /// Runs `body` repeatedly for about `secondsPerCase` after a short warm-up; returns calls per second.
-    func rate(_ body: () -> Bool) -> Double {
-        for _ in 0..<50 { _ = body() }
-        var calls = 0
-        let start = DispatchTime.now().uptimeNanoseconds
-        let budget = UInt64(secondsPerCase * 1e9)
-        var elapsed: UInt64 = 0
-        while elapsed < budget {
-            for _ in 0..<64 { if !body() { calls = -1_000_000_000 } }
-            calls += 64
-            elapsed = DispatchTime.now().uptimeNanoseconds - start
-        }
-        precondition(calls > 0, "a benchmarked call failed")
-        return Double(calls) / (Double(elapsed) / 1e9)
+    func verifies(_ fixture: Fixture, _ verifier: TokenVerifier) -> Bool {
+        if case .success = verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { return true }
+        return false
     }
 
-    func run() throws -> Report {
-        var report = Report()
+    func run() async throws -> Report {
+        var report = Report(mode: quick ? "quick" : "full")
         let fixtures = try Fixture.all()
         var limits: [String: Double] = [:]
-        var ours: [String: Double] = [:]
+        var single: [String: Double] = [:]
+
+        // The limit, and tokenguard's full verification, single thread, on the same tokens.
         for fixture in fixtures {
             let raw = try RawOpenSSLVerifier(fixture: fixture)
-            let limit = rate { raw.verify() }
+            let limit = Measure.rate(seconds: seconds) { raw.verify() }
             limits[fixture.name] = limit
-            report.measurements.append(Measurement(section: "limit", name: "OpenSSL \(fixture.name) (pre-hashed)", perSecond: limit))
-            let verifier = fixture.verifier
-            let full = rate {
-                if case .success = verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { return true }
-                return false
-            }
-            ours[fixture.name] = full
-            report.measurements.append(
-                Measurement(section: "tokenguard", name: "full verify \(fixture.name) (\(fixture.token.utf8.count) B)", perSecond: full, ratioTo: ("OpenSSL", full / limit)))
-            // Everything but the signature: the same token against a key set where the signature check is the last step.
-            let overheadNs = 1e9 / full - 1e9 / limit
-            report.notes.append(String(format: "%@: tokenguard spends %.2f µs per token beyond OpenSSL's verify", fixture.name, overheadNs / 1000))
+            report.add("limit", "OpenSSL \(fixture.name) verify (pre-parsed, pre-hashed)", limit)
+            let verifier = TokenVerifier(policy: fixture.verifier.policy, keySource: fixture.verifier.keySource)  // no cache
+            let full = Measure.rate(seconds: seconds) { verifies(fixture, verifier) }
+            single[fixture.name] = full
+            report.add("tokenguard", "full verify \(fixture.name), 1 thread (\(fixture.token.utf8.count) B)", full, ratio: ("OpenSSL", full / limit))
+            report.notes.append(
+                String(format: "%@: %.2f µs per token beyond OpenSSL's verify (hashing the signing input, parsing, claims, nonce)", fixture.name,
+                    (1e6 / full - 1e6 / limit)))
         }
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        var multi: [String: Double] = [:]
+        for fixture in fixtures {
+            let verifier = TokenVerifier(policy: fixture.verifier.policy, keySource: fixture.verifier.keySource)
+            let rate = Measure.parallelRate(threads: cores, seconds: seconds) { verifies(fixture, verifier) }
+            multi[fixture.name] = rate
+            report.add("tokenguard", "full verify \(fixture.name), \(cores) threads", rate, ratio: ("1 thread", rate / (single[fixture.name] ?? 1)))
+        }
+
+        // Peers on the same tokens.
+        var jwtkit: [String: Double] = [:]
+        for fixture in fixtures {
+            let peer = try await JWTKitPeer(fixture: fixture)
+            let rate = await Measure.rateAsync(seconds: seconds) { await peer.verify() }
+            jwtkit[fixture.name] = rate
+            report.add("peer", "jwt-kit 5 verify \(fixture.name)", rate, ratio: ("tokenguard/jwt-kit", (single[fixture.name] ?? 0) / rate))
+        }
+        var libjwtRS256 = 0.0
         for fixture in fixtures where fixture.name == "RS256" || fixture.name == "ES256" {
             let reference = LibJWTReference(publicKeyPEM: try fixture.key.signingKey.publicKeyPEM())
-            let libjwt = rate { reference.accepts(fixture.token) }
-            report.measurements.append(Measurement(section: "peer", name: "libjwt jwt_decode \(fixture.name)", perSecond: libjwt))
-            if fixture.name == "RS256", let our = ours["RS256"] {
-                report.targets.append(("rs256_vs_libjwt", our / libjwt, 5, our / libjwt >= 5))
-            }
+            let rate = Measure.rate(seconds: seconds) { reference.accepts(fixture.token) }
+            if fixture.name == "RS256" { libjwtRS256 = rate }
+            report.add("peer", "libjwt jwt_decode \(fixture.name)", rate, ratio: ("tokenguard/libjwt", (single[fixture.name] ?? 0) / rate))
         }
+
+        // The verified-token cache.
         let rsa = fixtures[0]
+        let cached = TokenVerifier(policy: rsa.verifier.policy, keySource: rsa.verifier.keySource, cache: VerifiedTokenCache())
+        let hits = Measure.rate(seconds: seconds) { verifies(rsa, cached) }
+        report.add("cache", "verified-token cache hits RS256, 1 thread", hits)
+
+        // Rejections.
         let malformed = ["", "a.b", "not a token at all", String(rsa.token.dropLast(1)) + "!", "e30.e30.e30.e30"]
         var index = 0
-        let rejections = rate {
+        let rejections = Measure.rate(seconds: seconds) {
             index = (index + 1) % malformed.count
             if case .failure = rsa.verifier.verify(token: malformed[index], nonce: rsa.nonce, at: rsa.now) { return true }
             return false
         }
-        report.measurements.append(Measurement(section: "reject", name: "malformed tokens", perSecond: rejections))
+        report.add("reject", "malformed tokens, 1 thread", rejections)
         let unknownKid = try rsa.key.sign(ProviderTokens.apple(now: rsa.now, rawNonce: rsa.nonce), keyID: "not-published")
-        let unknown = rate {
+        let unknown = Measure.rate(seconds: seconds) {
             if case .failure = rsa.verifier.verify(token: unknownKid, nonce: rsa.nonce, at: rsa.now) { return true }
             return false
         }
-        report.measurements.append(Measurement(section: "reject", name: "unknown kid (no fetch)", perSecond: unknown))
+        report.add("reject", "unknown kid (no fetch), 1 thread", unknown)
         let parts = segments(rsa.token)
         var badSignature = Array(parts[2].utf8)
         badSignature[10] = badSignature[10] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
         let forged = "\(parts[0]).\(parts[1]).\(String(decoding: badSignature, as: UTF8.self))"
-        let bad = rate {
+        let bad = Measure.rate(seconds: seconds) {
             if case .failure = rsa.verifier.verify(token: forged, nonce: rsa.nonce, at: rsa.now) { return true }
             return false
         }
-        report.measurements.append(Measurement(section: "reject", name: "bad signature RS256", perSecond: bad))
+        report.add("reject", "bad signature RS256, 1 thread", bad)
 
-        for (name, key, target) in [("RS256", "rs256_vs_openssl", 0.85), ("PS256", "ps256_vs_openssl", 0.85), ("ES256", "es256_vs_openssl", 0.9), ("EdDSA", "eddsa_vs_openssl", 0.9)] {
-            if let our = ours[name], let limit = limits[name] { report.targets.append((key, our / limit, target, our / limit >= target)) }
+        // HTTP.
+        let http = try await HTTPLoad.run(fixture: rsa, seconds: quick ? 1 : 5)
+        report.add("http", "POST /v1/verify RS256, max throughput (16 conns)", http.maximumPerSecond)
+        var p99AtHalf = Double.nan
+        for (fraction, achieved, p50, p99, p999) in http.latency {
+            let label = "\(Int(fraction * 100))% load (\(Int(achieved))/s)"
+            report.add("http", "\(label) p50", p50, "ms")
+            report.add("http", "\(label) p99", p99, "ms")
+            report.add("http", "\(label) p99.9", p999, "ms")
+            if fraction == 0.5 { p99AtHalf = p99 }
         }
-        report.targets.append(("malformed_rejections_per_core", rejections, 2_000_000, rejections >= 2_000_000))
+
+        // Batch: the batch pipeline in a child process over a generated log; peak memory at two sizes.
+        let (small, large) = quick ? (20_000, 200_000) : (200_000, 2_000_000)
+        let batch = try BatchBench(fixture: rsa)
+        let first = try batch.run(lines: small)
+        let second = try batch.run(lines: large)
+        report.add("batch", "tokenguard batch, \(small) lines", first.perSecond)
+        report.add("batch", "tokenguard batch, \(small) lines, peak RSS", first.peakMiB, "MiB")
+        report.add("batch", "tokenguard batch, \(large) lines", second.perSecond)
+        report.add("batch", "tokenguard batch, \(large) lines, peak RSS", second.peakMiB, "MiB")
+
+        // Targets (reported, never asserted).
+        func ratio(_ a: Double?, _ b: Double?) -> Double { (a ?? 0) / max(b ?? 1, 1e-9) }
+        report.target("rs256_vs_openssl", ratio(single["RS256"], limits["RS256"]), 0.85)
+        report.target("ps256_vs_openssl", ratio(single["PS256"], limits["PS256"]), 0.85)
+        report.target("es256_vs_openssl", ratio(single["ES256"], limits["ES256"]), 0.9)
+        report.target("eddsa_vs_openssl", ratio(single["EdDSA"], limits["EdDSA"]), 0.9)
+        report.target("rs256_vs_jwtkit", ratio(single["RS256"], jwtkit["RS256"]), 1.5)
+        report.target("ps256_vs_jwtkit", ratio(single["PS256"], jwtkit["PS256"]), 1.5)
+        report.target("es256_vs_jwtkit", ratio(single["ES256"], jwtkit["ES256"]), 1.1)
+        report.target("eddsa_vs_jwtkit", ratio(single["EdDSA"], jwtkit["EdDSA"]), 0.95)
+        report.target("rs256_vs_libjwt", ratio(single["RS256"], libjwtRS256), 5)
+        report.target("cache_hits_per_core", hits, 2_000_000)
+        report.target("malformed_rejections_per_core", rejections, 2_000_000)
+        report.target("two_core_scaling", ratio(multi["RS256"], single["RS256"]), 1.8, note: "RS256, \(cores) threads vs 1")
+        report.target("http_p99_ms_at_half_load", p99AtHalf, 1, higherIsBetter: false, note: "client and server share the cores")
+        report.target("batch_rss_mib_200k", quick ? first.peakMiB : first.peakMiB, 64, higherIsBetter: false, note: "\(small) lines")
+        report.target("batch_rss_mib_2m", second.peakMiB, 64, higherIsBetter: false, note: "\(large) lines")
         return report
+    }
+}
+
+/// A generated token log streamed through a pipe into the batch child: no multi-gigabyte file on disk.
+struct BatchBench {
+    let block: [UInt8]
+    let linesPerBlock: Int
+    let config: String
+    let workspace: TempWorkspace
+
+    init(fixture: Fixture) throws {
+        workspace = try TempWorkspace()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([fixture.key]))
+        // The cache is off: every line pays a full verification, as a log of distinct tokens would.
+        config = try workspace.write(
+            "bench.yaml", "token_cache_size: 0\nproviders:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
+        // 64 distinct tokens (different subjects), cycled.
+        var text = ""
+        for index in 0..<64 {
+            var claims = ProviderTokens.apple(now: fixture.now, rawNonce: fixture.nonce)
+            claims.set("sub", .string("001234.bench\(index).1234"))
+            let token = try fixture.key.sign(claims)
+            text += "{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(fixture.nonce)\",\"at\":\(fixture.now + 60)}\n"
+        }
+        block = Array(text.utf8)
+        linesPerBlock = 64
+    }
+
+    func run(lines: Int) throws -> (perSecond: Double, peakMiB: Double) {
+        let blocks = lines / linesPerBlock
+        let result = try Children.runBatch(config: config) { fd in
+            for _ in 0..<blocks where !Children.writeAll(fd, block) { return }
+        }
+        let parts = result.report.split(separator: " ")
+        guard parts.count == 2, Int(parts[0]) == blocks * linesPerBlock, Int(parts[1]) == blocks * linesPerBlock else {
+            throw RunnerError("batch child reported \"\(result.report)\" for \(blocks * linesPerBlock) lines")
+        }
+        return (Double(blocks * linesPerBlock) / result.seconds, result.peakMiB)
     }
 }

@@ -1,4 +1,5 @@
 import TokenGuardCore
+import TokenGuardCrypto
 import TokenGuardTestSupport
 
 /// Accepted and rejected verifications in a loop, with key sets parsed (and freed) every round, so that

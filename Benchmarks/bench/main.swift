@@ -1,26 +1,28 @@
 // tokenguard's benchmark: `swift run -c release bench [--quick] [--json FILE]`.
 //
-// Measures, in one run and on identical tokens: the raw OpenSSL verify rate (the limit), tokenguard's full
-// verification per algorithm, libjwt on the same tokens, and the cost of rejecting malformed tokens. Prints a
-// table with ratios; targets are reported as ratios, never asserted. `--leak-loop N` instead runs N rounds of
-// accepted and rejected verifications (for valgrind; see scripts/leak-check.sh).
+// In one run, on identical tokens: the raw OpenSSL verify rate (the limit); tokenguard's full verification per
+// algorithm on one thread and on every core; jwt-kit and libjwt on the same tokens; verified-token cache hits;
+// rejection costs; the real HTTP server under load; the batch pipeline's throughput and peak memory.
+// Targets are printed as ratios beside the figures, never asserted. `--leak-loop N` instead runs N rounds of
+// accepted and rejected verifications (for valgrind; scripts/leak-check.sh).
 import Foundation
-import TokenGuardCore
-import TokenGuardCrypto
 import TokenGuardTestSupport
 
-let arguments = CommandLine.arguments.dropFirst()
+let arguments = Array(CommandLine.arguments.dropFirst())
 func option(_ name: String) -> String? {
-    guard let index = arguments.firstIndex(of: name), arguments.index(after: index) < arguments.endIndex else { return nil }
-    return arguments[arguments.index(after: index)]
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
 }
 
 do {
     if let rounds = option("--leak-loop").flatMap(Int.init) {
         try LeakLoop.run(rounds: rounds)
+    } else if let config = option("--serve-child"), let port = arguments.last.flatMap(Int.init) {
+        try await Children.serve(config: config, port: port)
+    } else if let config = option("--batch-child") {
+        try await Children.batch(config: config)
     } else {
-        let quick = arguments.contains("--quick")
-        let report = try Bench(secondsPerCase: quick ? 0.15 : 1.0).run()
+        let report = try await Bench(quick: arguments.contains("--quick")).run()
         print(report.table())
         if let path = option("--json") {
             try report.json().write(toFile: path, atomically: true, encoding: .utf8)

@@ -41,6 +41,16 @@ public final class PublicKey: @unchecked Sendable {
     public let bits: Int
     /// Initialised verification contexts, one per algorithm used with this key, made on first use.
     private let templates = Mutex<[SignatureAlgorithm: VerificationTemplate]>([:])
+    /// Idle `EVP_PKEY_CTX`s initialised for verifying a pre-computed digest, per algorithm. A verification takes
+    /// one (or makes one), uses it alone, and puts it back; at most `maximumPooledContexts` idle ones are kept.
+    private let verifyContexts = Mutex<[SignatureAlgorithm: [PooledContext]]>([:])
+
+    /// An idle pooled context. `@unchecked Sendable`: it moves between threads only through the pool's lock,
+    /// and a verification that takes it out is its only user until it is put back.
+    struct PooledContext: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+    static let maximumPooledContexts = 64
 
     init(takingOwnershipOf pkey: OpaquePointer, keyType: KeyType) {
         self.pkey = pkey
@@ -48,7 +58,47 @@ public final class PublicKey: @unchecked Sendable {
         self.bits = Int(EVP_PKEY_get_bits(pkey))
     }
 
-    deinit { EVP_PKEY_free(pkey) }
+    deinit {
+        verifyContexts.withLock { pools in
+            for pool in pools.values { for ctx in pool { EVP_PKEY_CTX_free(ctx.pointer) } }
+        }
+        EVP_PKEY_free(pkey)
+    }
+
+    /// Runs `body` with an `EVP_PKEY_CTX` set up for `EVP_PKEY_verify` of a digest under `algorithm`, used by this
+    /// call alone; nil when OpenSSL cannot make one.
+    func withVerifyContext(for algorithm: SignatureAlgorithm, _ body: (OpaquePointer) -> Bool) -> Bool? {
+        let pooled: OpaquePointer? = verifyContexts.withLock { pools in pools[algorithm]?.popLast()?.pointer }
+        guard let ctx = pooled ?? makeVerifyContext(for: algorithm) else { return nil }
+        let result = body(ctx)
+        let returned = PooledContext(pointer: ctx)
+        let kept = verifyContexts.withLock { pools -> Bool in
+            guard pools[algorithm, default: []].count < Self.maximumPooledContexts else { return false }
+            pools[algorithm, default: []].append(returned)
+            return true
+        }
+        if !kept { EVP_PKEY_CTX_free(ctx) }
+        return result
+    }
+
+    private func makeVerifyContext(for algorithm: SignatureAlgorithm) -> OpaquePointer? {
+        guard let digest = algorithm.digest, let ctx = EVP_PKEY_CTX_new(pkey, nil) else { return nil }
+        var ok = EVP_PKEY_verify_init(ctx) == 1 && EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1
+        if ok && algorithm.usesPSS {
+            ok =
+                EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1
+                && EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, tg_rsa_pss_saltlen_digest()) == 1
+                && EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, digest.md) == 1
+        } else if ok && keyType == .rsa {
+            ok = EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1
+        }
+        guard ok else {
+            _ = OpenSSLError.drainErrorQueue()
+            EVP_PKEY_CTX_free(ctx)
+            return nil
+        }
+        return ctx
+    }
 
     /// The initialised `EVP_MD_CTX` for verifying `algorithm` with this key, created once and then only copied.
     func verificationTemplate(for algorithm: SignatureAlgorithm) -> VerificationTemplate? {

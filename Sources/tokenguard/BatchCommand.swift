@@ -57,16 +57,25 @@ struct BatchCommand: ParsableCommand {
         runBlocking { await registry.prepare() }
         let processor = BatchProcessor(registry: registry, defaultAt: options.at)
         // A line holds a token plus a small envelope; anything longer is refused without being buffered.
-        var reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
+        let reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
         var totalBytes: Int? = nil
         var info = stat()
         if fd != STDIN_FILENO, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { totalBytes = Int(info.st_size) }
-        let runner = BatchRunner(
-            processor: processor, jobs: jobs, showProgress: isatty(STDERR_FILENO) == 1, shard: try parsedShard(), totalBytes: totalBytes)
+        let writeProgress: @Sendable (String) -> Void = { @Sendable line in Stderr.write(line) }
+        let progress: (@Sendable (String) -> Void)? = isatty(STDERR_FILENO) == 1 ? writeProgress : nil
+        let runner = BatchRunner(processor: processor, jobs: jobs, progress: progress, shard: try parsedShard(), totalBytes: totalBytes)
+        let outcome: Result<BatchRunner.Summary, any Error> = runBlocking { [reader] in
+            var reader = reader
+            do {
+                return .success(try await runner.run(reader: &reader))
+            } catch {
+                return .failure(error)
+            }
+        }
         let summary: BatchRunner.Summary
-        do {
-            summary = try runner.run(reader: &reader)
-        } catch {
+        switch outcome {
+        case .success(let value): summary = value
+        case .failure(let error):
             Stderr.write("tokenguard: \(error)\n")
             throw ExitCodes.usage
         }

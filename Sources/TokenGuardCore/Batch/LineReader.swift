@@ -8,7 +8,7 @@
 ///
 /// A line longer than the bound is reported as ``Line/tooLong(_:)`` and skipped to its end without being
 /// buffered, so memory stays bounded whatever the input holds.
-public struct LineReader {
+public struct LineReader: Sendable {
     public enum Line: Equatable, Sendable {
         case line([UInt8])
         case tooLong(Int)

@@ -1,29 +1,44 @@
 import Dispatch
 import Foundation
-import TokenGuardCore
 
-/// Runs a batch: reads a bounded chunk of lines, verifies it on `jobs` threads, writes the chunk's verdicts in
-/// input order, and repeats. Memory is bounded by the chunk size, whatever the input size.
-struct BatchRunner {
-    let processor: BatchProcessor
-    let jobs: Int
-    let showProgress: Bool
+/// Runs a batch (`tokenguard batch`): reads a bounded chunk of lines, verifies it with `jobs` concurrent workers,
+/// writes the chunk's verdicts in input order, and repeats. Memory is bounded by the chunk size, whatever the
+/// input size.
+public struct BatchRunner: Sendable {
+    public let processor: BatchProcessor
+    public let jobs: Int
+    /// Called with a progress line about four times a second (nil: no progress).
+    public let progress: (@Sendable (String) -> Void)?
     /// Only records whose index mod `count` is `index` (0-based), when set.
-    let shard: (index: Int, count: Int)?
+    public let shard: (index: Int, count: Int)?
     /// The input's size when it is a regular file: progress then shows a percentage and an ETA.
-    let totalBytes: Int?
+    public let totalBytes: Int?
+    /// Where verdict lines go.
+    public let output: FileHandle
+
+    public init(
+        processor: BatchProcessor, jobs: Int, progress: (@Sendable (String) -> Void)?, shard: (index: Int, count: Int)?, totalBytes: Int?,
+        output: FileHandle = .standardOutput
+    ) {
+        self.processor = processor
+        self.jobs = jobs
+        self.progress = progress
+        self.shard = shard
+        self.totalBytes = totalBytes
+        self.output = output
+    }
 
     /// Lines per chunk, and bytes per chunk, whichever comes first.
     static let chunkLines = 4096
     static let chunkBytes = 8 << 20
 
-    struct Summary {
-        var lines = 0
-        var valid = 0
-        var counts: [ErrorCode: Int] = [:]
-        var seconds = 0.0
+    public struct Summary: Sendable {
+        public var lines = 0
+        public var valid = 0
+        public var counts: [ErrorCode: Int] = [:]
+        public var seconds = 0.0
 
-        func report() -> String {
+        public func report() -> String {
             let rate = seconds > 0 ? Double(lines) / seconds : 0
             let codes = counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " ")
             return "tokenguard batch: \(lines) lines, \(valid) valid, \(lines - valid) not valid\(codes.isEmpty ? "" : " (\(codes))"), "
@@ -31,11 +46,10 @@ struct BatchRunner {
         }
     }
 
-    func run(reader: inout LineReader) throws -> Summary {
+    public func run(reader: inout LineReader) async throws -> Summary {
         var summary = Summary()
         let started = DispatchTime.now()
         var lastProgress = started
-        let output = FileHandle.standardOutput
         var chunk: [LineReader.Line] = []
         chunk.reserveCapacity(Self.chunkLines)
         var done = false
@@ -63,7 +77,7 @@ struct BatchRunner {
                 chunk.append(line)
             }
             if chunk.isEmpty { break }
-            let results = verify(chunk)
+            let results = await verify(chunk)
             var out: [UInt8] = []
             out.reserveCapacity(bytes * 2 + results.count * 64)
             for result in results {
@@ -74,19 +88,19 @@ struct BatchRunner {
             }
             output.write(Data(out))
             let now = DispatchTime.now()
-            if showProgress && now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 250_000_000 {
+            if let progress, now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 250_000_000 {
                 lastProgress = now
                 let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                Stderr.write("\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: bytesRead, totalBytes: totalBytes))
+                progress("\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: bytesRead, totalBytes: totalBytes))
             }
         }
-        if showProgress { Stderr.write("\r\u{1B}[K") }
+        progress?("\r\u{1B}[K")
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return summary
     }
 
     /// `[#######.............]  35%  120000 lines  41000 tokens/s  ETA 0:07` (bar and ETA only for a file).
-    static func progressLine(lines: Int, elapsed: Double, bytesRead: Int, totalBytes: Int?) -> String {
+    public static func progressLine(lines: Int, elapsed: Double, bytesRead: Int, totalBytes: Int?) -> String {
         let rate = Double(lines) / max(elapsed, 0.001)
         var text = "\(lines) lines  \(Int(rate)) tokens/s"
         if let totalBytes, totalBytes > 0 {
@@ -102,11 +116,10 @@ struct BatchRunner {
 
     /// Verifies a chunk with `jobs` concurrent workers; each takes every `jobs`-th line, so order is kept by index.
     /// JWS lines are CPU work and never suspend; opaque-token lines wait on their provider without holding a thread.
-    private func verify(_ chunk: [LineReader.Line]) -> [BatchProcessor.Output] {
+    private func verify(_ chunk: [LineReader.Line]) async -> [BatchProcessor.Output] {
         let workers = min(jobs, chunk.count)
         let processor = self.processor
-        return runBlocking {
-            await withTaskGroup(of: [(Int, BatchProcessor.Output)].self) { group in
+        return await withTaskGroup(of: [(Int, BatchProcessor.Output)].self) { group in
                 for worker in 0..<workers {
                     group.addTask {
                         var local: [(Int, BatchProcessor.Output)] = []
@@ -125,6 +138,5 @@ struct BatchRunner {
                 }
                 return ordered.compactMap { $0 }
             }
-        }
     }
 }
