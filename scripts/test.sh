@@ -21,3 +21,5 @@ bash scripts/leak-check.sh 200
 bash scripts/validate-deploy.sh
 # The OpenAPI document against the live server (schemathesis, bounded).
 TOKENGUARD_BIN=.build/debug/tokenguard bash scripts/api-fuzz.sh
+# The benchmark must always build and run (every section briefly; figures reported, no thresholds).
+swift run -c release bench --quick --json .build/bench-quick.json

@@ -6,6 +6,7 @@
 // Targets are printed as ratios beside the figures, never asserted. `--leak-loop N` instead runs N rounds of
 // accepted and rejected verifications (for valgrind; scripts/leak-check.sh).
 import Foundation
+import TokenGuardCore
 import TokenGuardTestSupport
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -17,6 +18,13 @@ func option(_ name: String) -> String? {
 do {
     if let rounds = option("--leak-loop").flatMap(Int.init) {
         try LeakLoop.run(rounds: rounds)
+    } else if let name = option("--profile"), let fixture = try Fixture.all().first(where: { $0.name == name }) {
+        // A bare verification loop for `perf record`.
+        var valid = 0
+        for _ in 0..<20_000 {
+            if case .success = fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { valid += 1 }
+        }
+        print("profile loop: \(valid) valid")
     } else if let config = option("--serve-child"), let port = arguments.last.flatMap(Int.init) {
         try await Children.serve(config: config, port: port)
     } else if let config = option("--batch-child") {

@@ -27,17 +27,22 @@ enum RequestTimeout {
     static func run(seconds: Int, _ work: @escaping @Sendable () async throws -> Response) async throws -> Response {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Response, any Error>) in
             let answer = FirstAnswer(continuation)
+            let timer = Task {
+                try await Task.sleep(for: .seconds(seconds))
+                return APIError(
+                    status: .serviceUnavailable, code: .keysUnavailable, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
+            }
             let task = Task {
                 do {
                     _ = answer.deliver(.success(try await work()))
                 } catch {
                     _ = answer.deliver(.failure(error))
                 }
+                // Answered: the timer has nothing left to do (a sleeping timer per request would pile up).
+                timer.cancel()
             }
             Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                let error = APIError(
-                    status: .serviceUnavailable, code: .keysUnavailable, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
+                guard let error = try? await timer.value else { return }
                 if answer.deliver(.failure(error)) { task.cancel() }
             }
         }

@@ -29,8 +29,8 @@ public struct BatchRunner: Sendable {
     }
 
     /// Lines per chunk, and bytes per chunk, whichever comes first.
-    static let chunkLines = 4096
-    static let chunkBytes = 8 << 20
+    static let chunkLines = 1024
+    static let chunkBytes = 2 << 20
 
     public struct Summary: Sendable {
         public var lines = 0

@@ -42,7 +42,7 @@ public struct TokenVerifier: Sendable {
                     token,
                     VerifiedTokenCache.Entry(
                         verdict: verdict, keyThumbprint: key.thumbprint, nonceClaim: verdict.claims["nonce"]?.stringValue,
-                        expiresAt: verdict.expiresAt ?? now))
+                        expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
             }
             return result
         } catch {
@@ -57,6 +57,8 @@ public struct TokenVerifier: Sendable {
         guard let entry = cache.lookup(token, now: now, leeway: policy.leewaySeconds, isPublished: { keys.thumbprints.contains($0) }) else {
             return nil
         }
+        // The same raw nonce as when the token was verified matches by construction; any other goes the full way.
+        if let nonce, let verified = entry.verifiedRawNonce, ConstantTime.equals(nonce.utf8, verified.utf8) { return entry.verdict }
         try checkNonce(claimed: entry.nonceClaim, requested: nonce)
         return entry.verdict
     }

@@ -16,11 +16,28 @@ public final class VerifiedTokenCache: Sendable {
         let keyThumbprint: String
         let nonceClaim: String?
         let expiresAt: Int64
+        /// The raw nonce this token was verified with: a hit with the same raw nonce needs no new hash. Kept
+        /// in memory only, like the token itself.
+        let verifiedRawNonce: String?
+    }
+
+    /// The dictionary key: the whole token, compared exactly; hashed over its length and last 32 bytes (the end
+    /// of the signature), which is enough to spread verified tokens and far cheaper than hashing all of it.
+    /// Only verified tokens are ever stored, so an attacker cannot fill a bucket with colliding entries.
+    struct TokenKey: Hashable {
+        let token: String
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(token.utf8.count)
+            for byte in token.utf8.suffix(32) { hasher.combine(byte) }
+        }
+
+        static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token == rhs.token }
     }
 
     /// One shard: a dictionary from token to slot, and a doubly linked recency list over the slots.
     struct Shard {
-        var index: [String: Int32] = [:]
+        var index: [TokenKey: Int32] = [:]
         var tokens: [String] = []
         var entries: [Entry?] = []
         var previous: [Int32] = []
@@ -45,7 +62,7 @@ public final class VerifiedTokenCache: Sendable {
 
         mutating func remove(_ slot: Int32) {
             unlink(slot)
-            index[tokens[Int(slot)]] = nil
+            index[TokenKey(token: tokens[Int(slot)])] = nil
             tokens[Int(slot)] = ""
             entries[Int(slot)] = nil
             free.append(slot)
@@ -84,7 +101,7 @@ public final class VerifiedTokenCache: Sendable {
     func lookup(_ token: String, now: Int64, leeway: Int64, isPublished: (String) -> Bool) -> Entry? {
         guard perShard > 0 else { return nil }
         return shards[shard(for: token)].withLock { shard -> Entry? in
-            guard let slot = shard.index[token], let entry = shard.entries[Int(slot)] else { return nil }
+            guard let slot = shard.index[TokenKey(token: token)], let entry = shard.entries[Int(slot)] else { return nil }
             guard now < entry.expiresAt + leeway, isPublished(entry.keyThumbprint) else {
                 shard.remove(slot)
                 return nil
@@ -100,7 +117,7 @@ public final class VerifiedTokenCache: Sendable {
     func store(_ token: String, _ entry: Entry) {
         guard perShard > 0 else { return }
         shards[shard(for: token)].withLock { shard in
-            if let slot = shard.index[token] {
+            if let slot = shard.index[TokenKey(token: token)] {
                 shard.entries[Int(slot)] = entry
                 return
             }
@@ -121,7 +138,7 @@ public final class VerifiedTokenCache: Sendable {
             }
             shard.tokens[Int(slot)] = token
             shard.entries[Int(slot)] = entry
-            shard.index[token] = slot
+            shard.index[TokenKey(token: token)] = slot
             shard.pushFront(slot)
         }
     }
