@@ -30,6 +30,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CJWT", path: "Sources/CJWT", pkgConfig: "libjwt", providers: [.apt(["libjwt-dev"])]),
+        .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
 
         // The only Swift module that imports COpenSSL.
         .target(
@@ -55,6 +56,12 @@ let package = Package(
             dependencies: ["CCurl", "TokenGuardCore"],
             swiftSettings: strictSettings
         ),
+        // The fleet replay store on Redis: the only Swift module that imports CHiredis.
+        .target(
+            name: "TokenGuardRedis",
+            dependencies: ["CHiredis", "TokenGuardCore"],
+            swiftSettings: strictSettings
+        ),
         // The HTTP API on Hummingbird 2: the only module that serves HTTP.
         .target(
             name: "TokenGuardServer",
@@ -71,7 +78,7 @@ let package = Package(
         .executableTarget(
             name: "tokenguard",
             dependencies: [
-                "TokenGuardCore", "TokenGuardFetch", "TokenGuardServer", "TokenGuardCrypto",
+                "TokenGuardCore", "TokenGuardFetch", "TokenGuardServer", "TokenGuardCrypto", "TokenGuardRedis",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -118,7 +125,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardServerTests",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport", "tokenguard"],
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardTestSupport", "tokenguard"],
             swiftSettings: strictSettings
         ),
         .testTarget(

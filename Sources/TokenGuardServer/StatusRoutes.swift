@@ -11,7 +11,7 @@ struct StatusRoutes: Sendable {
 
     func register(on router: Router<TokenGuardRequestContext>) {
         router.get("/healthz") { _, _ in JSONResponse.make(.object(JSONObject([("status", .string("ok"))]))) }
-        router.get("/readyz") { _, _ in readiness() }
+        router.get("/readyz") { _, _ in await readiness() }
         router.get("/v1/providers") { _, _ in JSONResponse.make(.object(JSONObject([("providers", .array(providers()))]))) }
         router.get("/metrics") { _, _ in
             var headers = HTTPFields()
@@ -44,8 +44,8 @@ struct StatusRoutes: Sendable {
         return list
     }
 
-    /// Ready only when every JWS provider has usable keys.
-    private func readiness() -> Response {
+    /// Ready only when every JWS provider has usable keys and the replay store (when on) answers.
+    private func readiness() async -> Response {
         var providers = JSONObject()
         var ready = true
         for (name, verifier) in registry.verifiers.sorted(by: { $0.key < $1.key }) {
@@ -55,8 +55,13 @@ struct StatusRoutes: Sendable {
             if !status.usable { entry.set("reason", .string(status.lastError ?? "no keys yet")) }
             providers.set(name, .object(entry))
         }
-        return JSONResponse.make(
-            .object(JSONObject([("ready", .bool(ready)), ("providers", .object(providers))])), status: ready ? .ok : .serviceUnavailable,
-            retryAfter: ready ? nil : settings.retryAfterSeconds)
+        var body = JSONObject([("ready", .bool(ready)), ("providers", .object(providers))])
+        if let store = registry.replayStore {
+            let (ok, detail) = await store.health()
+            ready = ready && ok
+            body.set("ready", .bool(ready))
+            body.set("replay_store", .object(JSONObject([("ok", .bool(ok)), ("detail", .string(detail))])))
+        }
+        return JSONResponse.make(.object(body), status: ready ? .ok : .serviceUnavailable, retryAfter: ready ? nil : settings.retryAfterSeconds)
     }
 }

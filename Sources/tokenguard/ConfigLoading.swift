@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import TokenGuardCore
 import TokenGuardFetch
+import TokenGuardRedis
 
 enum ConfigLoading {
     /// Loads the config and builds the verifiers, or prints the problem (naming the key) and exits 2.
@@ -22,7 +23,16 @@ enum ConfigLoading {
     /// The verifiers for a configuration, with the libcurl client and the key archive when anything is fetched.
     /// An archive that cannot be opened is reported and left out: verification goes on with keys in memory.
     static func makeRegistry(_ configuration: Configuration, logger: Logger) throws -> VerifierRegistry {
-        guard VerifierRegistry.needsFetcher(configuration) else { return VerifierRegistry(configuration: configuration) }
+        var replayStore: (any ReplayStore)? = nil
+        if case .redis(let url)? = configuration.replay?.store {
+            do {
+                replayStore = try RedisReplayStore(url: url)
+            } catch {
+                Stderr.write("tokenguard: config error: replay.redis_url: \(error)\n")
+                throw ExitCodes.usage
+            }
+        }
+        guard VerifierRegistry.needsFetcher(configuration) else { return VerifierRegistry(configuration: configuration, replayStore: replayStore) }
         var http = CurlHTTPClient.Configuration()
         http.connectTimeoutMilliseconds = configuration.connectTimeoutMilliseconds
         http.totalTimeoutMilliseconds = configuration.totalTimeoutMilliseconds
@@ -34,7 +44,7 @@ enum ConfigLoading {
                 logger.error("cannot open the key archive; continuing without it", metadata: ["path": "\(configuration.keyArchive)", "error": "\(error)"])
             }
         }
-        return VerifierRegistry(configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive)
+        return VerifierRegistry(configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive, replayStore: replayStore)
     }
 }
 

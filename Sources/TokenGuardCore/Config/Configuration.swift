@@ -17,12 +17,26 @@ public struct Configuration: Sendable {
     public var totalTimeoutMilliseconds = 5_000
     /// HTTP API limits (`server:`; an extension of the contract).
     public var server = ServerLimits()
+    /// Replay protection (`replay:`), off when nil.
+    public var replay: ReplaySettings?
     /// Verified-token cache entries per JWS provider (`token_cache_size`; 0 disables).
     public var tokenCacheSize = VerifiedTokenCache.defaultCapacity
 
     public init() {}
 
     public func provider(named name: String) -> ProviderConfiguration? { providers.first { $0.name == name } }
+}
+
+/// Replay protection settings (contract: `replay`).
+public struct ReplaySettings: Sendable, Equatable {
+    public enum Store: Sendable, Equatable {
+        /// One process, bounded.
+        case memory(maximumEntries: Int)
+        /// A Redis server shared by the fleet.
+        case redis(url: String)
+    }
+
+    public var store: Store
 }
 
 /// The HTTP API's limits (config `server:`), with the defaults the service ships with.
@@ -46,6 +60,8 @@ public struct ProviderConfiguration: Sendable {
     /// `dev_idp: true`: this provider trusts a local development IdP over plain http on loopback. The service
     /// warns loudly while one is trusted; never set it in production.
     public var devIdP = false
+    /// `replay: false`: this provider is left out of replay protection.
+    public var replayOptOut = false
 
     public init(name: String, kind: ProviderKind, settings: Settings, devIdP: Bool = false) {
         self.name = name
@@ -162,8 +178,23 @@ extension Configuration {
             configuration.server = limits
         }
         if let replay = top["replay"] {
-            // Refused rather than ignored: a user who asks for replay protection must not silently run without it.
-            throw ConfigError(replay.key, "replay protection is not available in this build of tokenguard")
+            let fields = try replay.mapping(allowed: ["store", "redis_url", "max_entries"])
+            switch try fields["store"]?.string() ?? "memory" {
+            case "memory":
+                if let url = fields["redis_url"] { throw ConfigError(url.key, "only applies to store: redis") }
+                let maximum = try fields["max_entries"]?.int(in: 1...100_000_000) ?? 1_000_000
+                configuration.replay = ReplaySettings(store: .memory(maximumEntries: maximum))
+            case "redis":
+                guard let urlNode = fields["redis_url"] else { throw ConfigError("\(replay.key).redis_url", "is required for store: redis") }
+                let url = try urlNode.string()
+                guard url.hasPrefix("redis://"), url.dropFirst(8).contains(":") else {
+                    throw ConfigError(urlNode.key, "must be redis://HOST:PORT")
+                }
+                if let maximum = fields["max_entries"] { throw ConfigError(maximum.key, "only applies to store: memory") }
+                configuration.replay = ReplaySettings(store: .redis(url: url))
+            case let other:
+                throw ConfigError("\(replay.key).store", "must be memory or redis, not \(other)")
+            }
         }
         if let providers = top["providers"] {
             for (name, node) in try providers.entries() {
@@ -191,9 +222,10 @@ extension Configuration {
         }
         guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
         let fields = try node.mapping(allowed: [
-            "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp",
+            "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp", "replay",
         ])
         let devIdP = try fields["dev_idp"]?.bool() ?? false
+        let replayOptOut = try (fields["replay"]?.bool()).map { !$0 } ?? false
         guard let audiencesNode = fields["audiences"] else { throw ConfigError("\(node.key).audiences", "is required") }
         let audiences = try audiencesNode.stringList()
         guard !audiences.isEmpty, audiences.allSatisfy({ !$0.isEmpty }) else {
@@ -265,7 +297,9 @@ extension Configuration {
             default: throw ConfigError("\(node.key).jwks_url", "is required for kind \(kind.rawValue) (or jwks_file)")
             }
         }
-        return ProviderConfiguration(name: name, kind: kind, settings: .jws(policy, keys), devIdP: devIdP)
+        var provider = ProviderConfiguration(name: name, kind: kind, settings: .jws(policy, keys), devIdP: devIdP)
+        provider.replayOptOut = replayOptOut
+        return provider
     }
 
     static func parseOpaqueProvider(

@@ -8,15 +8,21 @@ public struct VerifierRegistry: Sendable {
     public let opaqueVerifiers: [String: OpaqueTokenVerifier]
     /// The fetching key sources, for background refresh and readiness.
     public let fetchingSources: [JWKSKeySource]
+    /// Replay protection per JWS provider, where enabled.
+    public let replayGuards: [String: ReplayGuard]
+    /// The replay store, when replay protection is on (for readiness).
+    public let replayStore: (any ReplayStore)?
     private let clock: @Sendable () -> Int64
 
     public init(
-        verifiers: [String: TokenVerifier], opaqueVerifiers: [String: OpaqueTokenVerifier] = [:],
-        clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock
+        verifiers: [String: TokenVerifier], opaqueVerifiers: [String: OpaqueTokenVerifier] = [:], replayGuards: [String: ReplayGuard] = [:],
+        replayStore: (any ReplayStore)? = nil, clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock
     ) {
         self.verifiers = verifiers
         self.opaqueVerifiers = opaqueVerifiers
         self.fetchingSources = verifiers.values.compactMap { $0.keySource as? JWKSKeySource }
+        self.replayGuards = replayGuards
+        self.replayStore = replayStore
         self.clock = clock
     }
 
@@ -25,8 +31,10 @@ public struct VerifierRegistry: Sendable {
     /// Builds verifiers from configuration. Keys come from each provider's `jwks_file`, or are fetched with
     /// `fetcher` (recorded in `archive` when given); opaque tokens are checked with `fetcher` too. Without a
     /// fetcher, such providers answer `keys_unavailable`.
+    /// - Parameter replayStore: the store for `replay: {store: redis}` (made by the caller, which links hiredis);
+    ///   a memory store is made here for `store: memory`.
     public init(
-        configuration: Configuration, fetcher: (any HTTPFetching)? = nil, archive: KeyArchive? = nil,
+        configuration: Configuration, fetcher: (any HTTPFetching)? = nil, archive: KeyArchive? = nil, replayStore: (any ReplayStore)? = nil,
         clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock
     ) {
         var verifiers: [String: TokenVerifier] = [:]
@@ -53,7 +61,20 @@ public struct VerifierRegistry: Sendable {
                     inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: settings.cacheSeconds))
             }
         }
-        self.init(verifiers: verifiers, opaqueVerifiers: opaque, clock: clock)
+        var guards: [String: ReplayGuard] = [:]
+        var store: (any ReplayStore)? = nil
+        if let replay = configuration.replay {
+            switch replay.store {
+            case .memory(let maximum): store = replayStore ?? MemoryReplayStore(capacity: maximum)
+            case .redis: store = replayStore
+            }
+            if let store {
+                for provider in configuration.providers where provider.policy != nil && !provider.replayOptOut {
+                    guards[provider.name] = ReplayGuard(store: store, leewaySeconds: configuration.leewaySeconds)
+                }
+            }
+        }
+        self.init(verifiers: verifiers, opaqueVerifiers: opaque, replayGuards: guards, replayStore: store, clock: clock)
     }
 
     private static func keySource(
@@ -89,7 +110,10 @@ public struct VerifierRegistry: Sendable {
     /// allowed within their published window). Opaque tokens can only be checked now.
     public func verify(provider: String, token: String, nonce: String?, at: Int64?) async -> VerificationResult {
         if let verifier = verifiers[provider] {
-            return await verifier.verifyRefreshingKeys(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
+            let result = await verifier.verifyRefreshingKeys(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
+            // Replay protection runs last, on tokens presented now (a logged token checked at a past time is not a use).
+            guard at == nil, let replay = replayGuards[provider] else { return result }
+            return await replay.check(result, provider: provider, token: token)
         }
         if let verifier = opaqueVerifiers[provider] {
             if at != nil { return .failure(VerificationError(.invalidRequest, "\(provider) tokens can only be checked now, not at a past time")) }
@@ -103,6 +127,7 @@ public struct VerifierRegistry: Sendable {
     /// Opaque providers need the network: use ``verify(provider:token:nonce:at:)``.
     public func verifyWithKeysInHand(provider: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
         guard let verifier = verifiers[provider] else { return opaqueVerifiers[provider] == nil ? .failure(Self.unknownProvider(provider)) : nil }
+        if at == nil && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
         return verifier.verify(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
     }
 

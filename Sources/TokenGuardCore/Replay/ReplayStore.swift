@@ -1,0 +1,98 @@
+import Foundation
+import Metrics
+import Synchronization
+import TokenGuardCrypto
+
+/// Remembers accepted tokens and nonces until they expire, so each is accepted once (contract: `replay`).
+///
+/// `claim` is atomic: either every key is new and all are recorded, or nothing is recorded and the answer is
+/// "seen". A store that cannot answer says so (`replay_store_unavailable`): it never accepts silently and never
+/// forgets an unexpired entry to make room.
+public protocol ReplayStore: Sendable {
+    /// Records `keys` until `expiresAt` (Unix seconds) if none is present. True when recorded; false when any
+    /// key was already there (a replay).
+    func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError>
+    /// A description for `/readyz` and logs, and whether the store answers now.
+    func health() async -> (ok: Bool, detail: String)
+}
+
+/// Replay keys are SHA-256 of the token and of its nonce, never the raw values.
+public enum ReplayKeys {
+    public static func keys(provider: String, token: String, nonceClaim: String?) -> [String] {
+        var keys = ["tg:replay:\(provider):t:\(SHA256.hexDigest(token.utf8))"]
+        if let nonceClaim { keys.append("tg:replay:\(provider):n:\(SHA256.hexDigest(nonceClaim.utf8))") }
+        return keys
+    }
+}
+
+/// One process's replay store: bounded, entries expiring by deadline. Full (after dropping expired entries)
+/// means `replay_store_unavailable`, never forgetting a live entry.
+public final class MemoryReplayStore: ReplayStore {
+    struct State {
+        var deadlines: [String: Int64] = [:]
+        var lastSweep: Int64 = 0
+    }
+
+    public let capacity: Int
+    private let state = Mutex(State())
+    private let clock: @Sendable () -> Int64
+
+    public init(capacity: Int = 1_000_000, clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }) {
+        self.capacity = capacity
+        self.clock = clock
+    }
+
+    public func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
+        let now = clock()
+        return state.withLock { state in
+            for key in keys {
+                if let deadline = state.deadlines[key], deadline > now { return .success(false) }
+            }
+            if state.deadlines.count + keys.count > capacity || now - state.lastSweep > 60 {
+                state.deadlines = state.deadlines.filter { $0.value > now }
+                state.lastSweep = now
+            }
+            guard state.deadlines.count + keys.count <= capacity else {
+                return .failure(VerificationError(.replayStoreUnavailable, "the replay store is full (\(capacity) live entries)", retryAfterSeconds: 5))
+            }
+            for key in keys { state.deadlines[key] = expiresAt }
+            return .success(true)
+        }
+    }
+
+    public var count: Int { state.withLock { $0.deadlines.count } }
+
+    public func health() async -> (ok: Bool, detail: String) {
+        let count = state.withLock { $0.deadlines.count }
+        return (count < capacity, "memory, \(count) of \(capacity) entries")
+    }
+}
+
+/// The replay check applied to a verdict: after every other check has passed, so a rejected token never
+/// consumes an entry.
+public struct ReplayGuard: Sendable {
+    public let store: any ReplayStore
+    public let leewaySeconds: Int64
+
+    public init(store: any ReplayStore, leewaySeconds: Int64) {
+        self.store = store
+        self.leewaySeconds = leewaySeconds
+    }
+
+    public func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
+        guard case .success(let verdict) = result else { return result }
+        let keys = ReplayKeys.keys(provider: provider, token: token, nonceClaim: verdict.claims["nonce"]?.stringValue)
+        let expiresAt = (verdict.expiresAt ?? Int64(Date().timeIntervalSince1970) + 3600) + leewaySeconds
+        switch await store.claim(keys: keys, expiresAt: expiresAt) {
+        case .success(true):
+            Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", "first_use")]).increment()
+            return result
+        case .success(false):
+            Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", "replay")]).increment()
+            return .failure(VerificationError(.tokenReplayed, "this token, or its nonce, was already used with \(provider)"))
+        case .failure(let error):
+            Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", "store_error")]).increment()
+            return .failure(error)
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import CHiredis
+import Foundation
+import TokenGuardCore
+
+/// The fleet replay store on Redis through hiredis. An atomic script sets every key only if none exists, with
+/// `EXAT` expiry, so two replicas racing on one token accept it exactly once.
+///
+/// A fixed set of worker threads each owns one connection (the pool); blocking hiredis calls run there, never on
+/// Swift's cooperative pool. Connect and command timeouts bound every call; a failed connection is dropped and
+/// re-dialled on the next call, so the store recovers by itself when Redis comes back.
+public final class RedisReplayStore: ReplayStore {
+    public let host: String
+    public let port: Int
+    public let connectTimeoutMilliseconds: Int
+    public let commandTimeoutMilliseconds: Int
+    private let workers: RedisWorkers
+
+    /// SET every key NX with EXAT, all or nothing. Returns 1 when recorded, 0 when any key existed.
+    static let claimScript = """
+        for i = 1, #KEYS do
+          if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+        end
+        for i = 1, #KEYS do
+          redis.call('SET', KEYS[i], '1', 'EXAT', ARGV[1])
+        end
+        return 1
+        """
+
+    /// Parses `redis://host:port`.
+    public init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws {
+        guard url.hasPrefix("redis://") else { throw RedisError("redis_url must be redis://HOST:PORT") }
+        let authority = url.dropFirst("redis://".count).prefix { $0 != "/" }
+        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
+        else { throw RedisError("redis_url must be redis://HOST:PORT") }
+        host = String(authority[..<colon])
+        self.port = port
+        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        self.commandTimeoutMilliseconds = commandTimeoutMilliseconds
+        workers = RedisWorkers(threads: connections, host: host, port: port, connect: connectTimeoutMilliseconds, command: commandTimeoutMilliseconds)
+    }
+
+    deinit { workers.shutdown() }
+
+    public func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
+        let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt)]
+        let reply = await workers.run(arguments)
+        switch reply {
+        case .integer(1): return .success(true)
+        case .integer(0): return .success(false)
+        case .failure(let message):
+            return .failure(VerificationError(.replayStoreUnavailable, "the replay store (Redis) cannot answer: \(message)", retryAfterSeconds: 2))
+        default:
+            return .failure(VerificationError(.replayStoreUnavailable, "the replay store (Redis) answered unexpectedly", retryAfterSeconds: 2))
+        }
+    }
+
+    public func health() async -> (ok: Bool, detail: String) {
+        switch await workers.run(["PING"]) {
+        case .status("PONG"): return (true, "redis \(host):\(port)")
+        case .failure(let message): return (false, "redis \(host):\(port): \(message)")
+        default: return (false, "redis \(host):\(port): unexpected PING reply")
+        }
+    }
+}
+
+public struct RedisError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A Redis reply reduced to what the store needs.
+enum RedisReply: Sendable, Equatable {
+    case integer(Int64)
+    case status(String)
+    case other
+    case failure(String)
+}
+
+/// Owns one `redisContext` (one connection), dialled lazily and re-dialled after any error.
+final class RedisConnection {
+    let host: String
+    let port: Int
+    let connectTimeout: timeval
+    let commandTimeout: timeval
+    private var context: UnsafeMutablePointer<redisContext>?
+
+    init(host: String, port: Int, connectMilliseconds: Int, commandMilliseconds: Int) {
+        self.host = host
+        self.port = port
+        connectTimeout = timeval(tv_sec: connectMilliseconds / 1000, tv_usec: Int((connectMilliseconds % 1000) * 1000))
+        commandTimeout = timeval(tv_sec: commandMilliseconds / 1000, tv_usec: Int((commandMilliseconds % 1000) * 1000))
+    }
+
+    deinit { drop() }
+
+    private func drop() {
+        if let context { redisFree(context) }
+        context = nil
+    }
+
+    /// Sends a command. A pooled connection may have gone stale (Redis restarted since): on an I/O error or EOF
+    /// the connection is re-dialled and the command sent once more. At worst a claim whose reply was lost is
+    /// retried and answers "seen": a false replay (fail-closed), never a double acceptance.
+    func command(_ arguments: [String]) -> RedisReply {
+        let first = attempt(arguments)
+        if case .failure = first, lastErrorWasConnection { return attempt(arguments) }
+        return first
+    }
+
+    private var lastErrorWasConnection = false
+
+    private func attempt(_ arguments: [String]) -> RedisReply {
+        lastErrorWasConnection = false
+        if context == nil {
+            guard let fresh = redisConnectWithTimeout(host, Int32(port), connectTimeout) else { return .failure("cannot allocate a connection") }
+            if fresh.pointee.err != 0 {
+                let message = withUnsafePointer(to: fresh.pointee.errstr) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+                redisFree(fresh)
+                return .failure(message)
+            }
+            _ = redisSetTimeout(fresh, commandTimeout)
+            context = fresh
+        }
+        guard let context else { return .failure("no connection") }
+        let cStrings = arguments.map { strdup($0) }
+        defer { for pointer in cStrings { free(pointer) } }
+        var argv: [UnsafePointer<CChar>?] = cStrings.map { UnsafePointer($0) }
+        var lengths: [Int] = arguments.map { $0.utf8.count }
+        guard let raw = redisCommandArgv(context, Int32(arguments.count), &argv, &lengths) else {
+            let message = withUnsafePointer(to: context.pointee.errstr) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            lastErrorWasConnection = context.pointee.err == REDIS_ERR_IO || context.pointee.err == REDIS_ERR_EOF
+            drop()  // the connection is unusable after an I/O error: re-dial next time
+            return .failure(message.isEmpty ? "connection lost" : message)
+        }
+        defer { freeReplyObject(raw) }
+        let reply = raw.assumingMemoryBound(to: redisReply.self).pointee
+        switch reply.type {
+        case REDIS_REPLY_INTEGER: return .integer(Int64(reply.integer))
+        case REDIS_REPLY_STATUS: return .status(reply.str.map { String(cString: $0) } ?? "")
+        case REDIS_REPLY_ERROR: return .failure(reply.str.map { String(cString: $0) } ?? "error reply")
+        default: return .other
+        }
+    }
+}
+
+@available(*, unavailable)
+extension RedisConnection: Sendable {}
+
+/// Worker threads, each with its own connection; callers await a reply.
+final class RedisWorkers: @unchecked Sendable {
+    // @unchecked Sendable: `jobs` and `stopping` are only touched under `condition`; connections never leave their thread.
+    private let condition = NSCondition()
+    private var jobs: [(RedisConnection) -> Void] = []
+    private var stopping = false
+
+    init(threads: Int, host: String, port: Int, connect: Int, command: Int) {
+        for index in 0..<max(1, threads) {
+            let thread = Thread {
+                let connection = RedisConnection(host: host, port: port, connectMilliseconds: connect, commandMilliseconds: command)
+                self.loop(connection)
+            }
+            thread.name = "tokenguard-redis-\(index)"
+            thread.start()
+        }
+    }
+
+    private func loop(_ connection: RedisConnection) {
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopping { condition.wait() }
+            if jobs.isEmpty && stopping {
+                condition.unlock()
+                return
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job(connection)
+        }
+    }
+
+    func shutdown() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func run(_ arguments: [String]) async -> RedisReply {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            jobs.append { connection in continuation.resume(returning: connection.command(arguments)) }
+            condition.signal()
+            condition.unlock()
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardCrypto
+import TokenGuardFetch
+import TokenGuardRedis
+import TokenGuardTestSupport
+
+/// Replay protection with the memory store and with a real Redis (Debian's redis-server on a port of its own).
+@Suite(.serialized)
+struct ReplayTests {
+    let nonce = "replay-raw-nonce"
+
+    @Test("memory store: a key is accepted once, until it expires; full means unavailable, never forgetting")
+    func memoryStore() async throws {
+        let clock = TestClockSeconds(1_000)
+        let store = MemoryReplayStore(capacity: 3, clock: { clock.now })
+        #expect(try await store.claim(keys: ["a", "n1"], expiresAt: 1_010).get() == true)
+        #expect(try await store.claim(keys: ["a"], expiresAt: 1_010).get() == false, "token replayed")
+        #expect(try await store.claim(keys: ["b", "n1"], expiresAt: 1_010).get() == false, "nonce reused")
+        #expect(try await store.claim(keys: ["b"], expiresAt: 1_010).get() == true, "a rejected claim recorded nothing")
+        guard case .failure(let full) = await store.claim(keys: ["c", "d"], expiresAt: 1_010) else {
+            Issue.record("a full store must refuse")
+            return
+        }
+        #expect(full.code == .replayStoreUnavailable)
+        clock.now = 1_011
+        #expect(try await store.claim(keys: ["a"], expiresAt: 1_020).get() == true, "expired entries vanish")
+    }
+
+    @Test("redis store: atomic claim with expiry; stopped Redis is unavailable; restarted Redis recovers")
+    func redisStore() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let store = try RedisReplayStore(url: redis.url, connections: 2, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 500)
+        let now = Int64(Date().timeIntervalSince1970)
+        let token = "k-\(UUID().uuidString)"
+        #expect(try await store.claim(keys: [token, token + "-n"], expiresAt: now + 2).get() == true)
+        #expect(try await store.claim(keys: [token], expiresAt: now + 2).get() == false)
+        #expect(try await store.claim(keys: ["other", token + "-n"], expiresAt: now + 2).get() == false)
+        #expect(try await store.claim(keys: ["other"], expiresAt: now + 60).get() == true, "the refused claim set nothing")
+        #expect(await store.health().ok)
+        try await Task.sleep(for: .milliseconds(3_100))
+        #expect(try await store.claim(keys: [token], expiresAt: now + 60).get() == true, "entries vanish with the token's expiry")
+
+        redis.stop()
+        guard case .failure(let down) = await store.claim(keys: ["x-\(UUID().uuidString)"], expiresAt: now + 60) else {
+            Issue.record("a stopped Redis must not accept")
+            return
+        }
+        #expect(down.code == .replayStoreUnavailable)
+        #expect(await store.health().ok == false)
+        try redis.start()
+        #expect(try await store.claim(keys: ["y-\(UUID().uuidString)"], expiresAt: now + 60).get() == true, "reconnects by itself")
+        #expect(try await store.claim(keys: ["other"], expiresAt: now + 60).get() == true, "a restarted Redis without persistence is empty")
+    }
+
+    func config(_ workspace: TempWorkspace, key: TestKey, replay: String) throws -> String {
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        return try workspace.write(
+            "tokenguard-\(UUID().uuidString).yaml",
+            """
+            replay: \(replay)
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
+            """)
+    }
+
+    @Test("two servers sharing one Redis accept 1,000 concurrent submissions of one token exactly once")
+    func fleetExactlyOnce() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let config = try config(workspace, key: key, replay: "{ store: redis, redis_url: \"\(redis.url)\" }")
+        let first = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        let second = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer {
+            first.stop()
+            second.stop()
+        }
+        let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}"
+        let statuses = await withTaskGroup(of: Int.self) { group in
+            for index in 0..<1000 {
+                let server = index % 2 == 0 ? first : second
+                group.addTask { (try? await server.post("/v1/verify", body))?.status ?? 0 }
+            }
+            var all: [Int] = []
+            for await status in group { all.append(status) }
+            return all
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 1, "accepted exactly once")
+        #expect(statuses.filter { $0 == 401 }.count == 999, "every other submission is token_replayed")
+        let replayed = try await first.post("/v1/verify", body)
+        #expect(try JSONParser.parseObject(replayed.body)["error"]?.objectValue?["code"] == .string("token_replayed"))
+        // The same nonce in a second token is caught too.
+        var claims = ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce)
+        claims.set("sub", .string("someone.else"))
+        let sameNonce = try await second.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(try key.sign(claims))\",\"nonce\":\"\(nonce)\"}")
+        #expect(sameNonce.status == 401)
+        // A rejected token never consumes an entry: a wrong nonce first, then the right one, is accepted.
+        let fresh = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "fresh-nonce"))
+        #expect(try await first.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(fresh)\",\"nonce\":\"wrong\"}").status == 401)
+        #expect(try await first.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(fresh)\",\"nonce\":\"fresh-nonce\"}").status == 200)
+    }
+
+    @Test("Redis down: 503 replay_store_unavailable and nothing accepted; back up: the service recovers without a restart")
+    func redisOutage() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let config = try config(workspace, key: key, replay: "{ store: redis, redis_url: \"\(redis.url)\" }")
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        #expect(try await server.get("/readyz").status == 200)
+        redis.stop()
+        let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "outage"))
+        let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"outage\"}"
+        let down = try await server.post("/v1/verify", body)
+        #expect(down.status == 503)
+        #expect(down.header("retry-after") != nil)
+        #expect(try JSONParser.parseObject(down.body)["error"]?.objectValue?["code"] == .string("replay_store_unavailable"))
+        #expect(try await server.get("/readyz").status == 503)
+        try redis.start()
+        #expect(try await server.post("/v1/verify", body).status == 200, "accepted once Redis is back")
+        #expect(try await server.post("/v1/verify", body).status == 401, "and only once")
+        #expect(try await server.get("/readyz").status == 200)
+    }
+
+    @Test("memory store through the server: a replay is caught")
+    func memoryThroughServer() async throws {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let config = try config(workspace, key: key, replay: "{ store: memory }")
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}"
+        #expect(try await server.post("/v1/verify", body).status == 200)
+        #expect(try await server.post("/v1/verify", body).status == 401)
+    }
+}
+
+/// A settable clock for store tests.
+final class TestClockSeconds: @unchecked Sendable {
+    // @unchecked Sendable: set only between awaited calls of one test.
+    var now: Int64
+    init(_ now: Int64) { self.now = now }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// A real `redis-server` (Debian's package) on a loopback port of its own, no persistence, stopped by its pid.
+public final class RedisServerProcess: @unchecked Sendable {
+    // @unchecked Sendable: the process handle is replaced only by start/stop from the owning test.
+    public let port: Int
+    private var process: Process?
+
+    public var url: String { "redis://127.0.0.1:\(port)" }
+
+    public init(port: Int? = nil) throws {
+        self.port = try port ?? FreeLoopbackPort.pick()
+        try start()
+    }
+
+    deinit { stop() }
+
+    /// Starts (or restarts) the server on the same port and waits until it accepts connections (bounded).
+    public func start() throws {
+        let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+        guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw RunnerError("redis-server not found: install Debian's redis-server (scripts/install-deps.sh does)")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = [
+            "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if Self.accepts(port: port) { return }
+            usleep(20_000)
+        }
+        throw RunnerError("redis-server did not start on port \(port)")
+    }
+
+    /// Stops the server by its pid and waits for it to exit.
+    public func stop() {
+        guard let process, process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
