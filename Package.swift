@@ -87,7 +87,8 @@ let package = Package(
         .executableTarget(
             name: "bench",
             dependencies: [
-                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "COpenSSL", "CJWT", "TokenGuardTestSupport",
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "TokenGuardRedis", "COpenSSL", "CJWT",
+                "TokenGuardTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

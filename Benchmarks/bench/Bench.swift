@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import TokenGuardCore
 import TokenGuardCrypto
+import TokenGuardRedis
 import TokenGuardTestSupport
 
 struct Measurement {
@@ -126,6 +127,29 @@ struct Bench {
         let cached = TokenVerifier(policy: rsa.verifier.policy, keySource: rsa.verifier.keySource, cache: VerifiedTokenCache())
         let hits = Measure.rate(seconds: seconds) { verifies(rsa, cached) }
         report.add("cache", "verified-token cache hits RS256, 1 thread", hits)
+
+        // Replay protection's cost: a full verification then a claim of a fresh key, per call.
+        let plain = TokenVerifier(policy: rsa.verifier.policy, keySource: rsa.verifier.keySource)
+        var counter = 0
+        func withReplay(_ store: any ReplayStore) async -> Double {
+            await Measure.rateAsync(seconds: seconds) {
+                counter += 1
+                guard verifies(rsa, plain) else { return false }
+                return (try? await store.claim(keys: ["bench-\(counter)"], expiresAt: rsa.now + 86_400).get()) == true
+            }
+        }
+        report.add("replay", "verify RS256 + replay claim, memory store", await withReplay(MemoryReplayStore(capacity: 10_000_000)),
+            ratio: ("replay off", 1))
+        if let last = report.measurements.last, let off = single["RS256"] {
+            report.measurements[report.measurements.count - 1].ratio = ("replay off", last.value / off)
+        }
+        if let redis = try? RedisServerProcess(), let store = try? RedisReplayStore(url: redis.url) {
+            let rate = await withReplay(store)
+            report.add("replay", "verify RS256 + replay claim, Redis on loopback", rate, ratio: ("replay off", rate / (single["RS256"] ?? 1)))
+            redis.stop()
+        } else {
+            report.notes.append("replay with Redis: skipped (redis-server not installed)")
+        }
 
         // Rejections.
         let malformed = ["", "a.b", "not a token at all", String(rsa.token.dropLast(1)) + "!", "e30.e30.e30.e30"]
