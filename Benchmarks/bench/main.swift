@@ -21,7 +21,7 @@ do {
     } else if let name = option("--profile"), let fixture = try Fixture.all().first(where: { $0.name == name }) {
         // A bare verification loop for `perf record`.
         var valid = 0
-        for _ in 0..<20_000 {
+        for _ in 0..<(option("--iterations").flatMap(Int.init) ?? 200_000) {
             if case .success = fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { valid += 1 }
         }
         print("profile loop: \(valid) valid")
