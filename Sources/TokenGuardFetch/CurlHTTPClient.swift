@@ -24,11 +24,12 @@ public final class CurlHTTPClient: HTTPFetching {
     }
 
     public let configuration: Configuration
-    private let workers: BlockingWorkers
+    /// One easy handle per thread (nil if libcurl could not make one).
+    private let workers: ThreadConfinedWorkers<CurlEasyHandle?>
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.workers = BlockingWorkers(threads: configuration.threads, name: "tokenguard-curl")
+        self.workers = ThreadConfinedWorkers(threads: configuration.threads, name: "tokenguard-curl") { try? CurlEasyHandle() }
     }
 
     deinit { workers.shutdown() }
@@ -37,7 +38,8 @@ public final class CurlHTTPClient: HTTPFetching {
         let (scheme, _) = try OutboundURL.validate(request.url)
         let configuration = self.configuration
         let result: Result<HTTPResponse, FetchError> = await workers.run { handle in
-            Result { () throws(FetchError) -> HTTPResponse in
+            guard let handle else { return .failure(FetchError(.transport, "curl_easy_init failed")) }
+            return Result { () throws(FetchError) -> HTTPResponse in
                 try Self.perform(request, allowPlainHTTP: scheme == "http", configuration: configuration, handle: handle)
             }
         }
@@ -97,62 +99,6 @@ public final class CurlHTTPClient: HTTPFetching {
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
             return FetchError(.tls, text)
         default: return FetchError(.transport, text)
-        }
-    }
-}
-
-/// A fixed set of threads, each owning one easy handle, running blocking transfers handed to them by `async`
-/// callers. Jobs queue when every thread is busy.
-final class BlockingWorkers: @unchecked Sendable {
-    // @unchecked Sendable: `jobs` is only touched under `condition`; threads never share their handles.
-    private let condition = NSCondition()
-    private var jobs: [(CurlEasyHandle?) -> Void] = []
-    private var stopping = false
-
-    init(threads: Int, name: String) {
-        for index in 0..<max(1, threads) {
-            // Each thread holds the workers until shutdown, then exits and frees its easy handle.
-            let thread = Thread { self.workLoop() }
-            thread.name = "\(name)-\(index)"
-            thread.start()
-        }
-    }
-
-    private func workLoop() {
-        let handle = try? CurlEasyHandle()
-        while true {
-            condition.lock()
-            while jobs.isEmpty && !stopping { condition.wait() }
-            if jobs.isEmpty && stopping {
-                condition.unlock()
-                return
-            }
-            let job = jobs.removeFirst()
-            condition.unlock()
-            job(handle)
-        }
-    }
-
-    /// Lets the threads finish queued work and exit.
-    func shutdown() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func run<T: Sendable>(_ body: @escaping @Sendable (CurlEasyHandle) -> Result<T, FetchError>) async -> Result<T, FetchError> {
-        await withCheckedContinuation { continuation in
-            condition.lock()
-            jobs.append { handle in
-                guard let handle else {
-                    continuation.resume(returning: .failure(FetchError(.transport, "curl_easy_init failed")))
-                    return
-                }
-                continuation.resume(returning: body(handle))
-            }
-            condition.signal()
-            condition.unlock()
         }
     }
 }

@@ -13,7 +13,8 @@ public final class RedisReplayStore: ReplayStore {
     public let port: Int
     public let connectTimeoutMilliseconds: Int
     public let commandTimeoutMilliseconds: Int
-    private let workers: RedisWorkers
+    /// One connection per thread: the pool.
+    private let workers: ThreadConfinedWorkers<RedisConnection>
 
     /// SET every key NX with EXAT, all or nothing. Returns 1 when recorded, 0 when any key existed.
     static let claimScript = """
@@ -36,14 +37,17 @@ public final class RedisReplayStore: ReplayStore {
         self.port = port
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.commandTimeoutMilliseconds = commandTimeoutMilliseconds
-        workers = RedisWorkers(threads: connections, host: host, port: port, connect: connectTimeoutMilliseconds, command: commandTimeoutMilliseconds)
+        let host = self.host
+        workers = ThreadConfinedWorkers(threads: connections, name: "tokenguard-redis") {
+            RedisConnection(host: host, port: port, connectMilliseconds: connectTimeoutMilliseconds, commandMilliseconds: commandTimeoutMilliseconds)
+        }
     }
 
     deinit { workers.shutdown() }
 
     public func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt)]
-        let reply = await workers.run(arguments)
+        let reply = await workers.run { $0.command(arguments) }
         switch reply {
         case .integer(1): return .success(true)
         case .integer(0): return .success(false)
@@ -55,7 +59,7 @@ public final class RedisReplayStore: ReplayStore {
     }
 
     public func health() async -> (ok: Bool, detail: String) {
-        switch await workers.run(["PING"]) {
+        switch await workers.run({ $0.command(["PING"]) }) {
         case .status("PONG"): return (true, "redis \(host):\(port)")
         case .failure(let message): return (false, "redis \(host):\(port): \(message)")
         default: return (false, "redis \(host):\(port): unexpected PING reply")
@@ -145,52 +149,3 @@ final class RedisConnection {
 
 @available(*, unavailable)
 extension RedisConnection: Sendable {}
-
-/// Worker threads, each with its own connection; callers await a reply.
-final class RedisWorkers: @unchecked Sendable {
-    // @unchecked Sendable: `jobs` and `stopping` are only touched under `condition`; connections never leave their thread.
-    private let condition = NSCondition()
-    private var jobs: [(RedisConnection) -> Void] = []
-    private var stopping = false
-
-    init(threads: Int, host: String, port: Int, connect: Int, command: Int) {
-        for index in 0..<max(1, threads) {
-            let thread = Thread {
-                let connection = RedisConnection(host: host, port: port, connectMilliseconds: connect, commandMilliseconds: command)
-                self.loop(connection)
-            }
-            thread.name = "tokenguard-redis-\(index)"
-            thread.start()
-        }
-    }
-
-    private func loop(_ connection: RedisConnection) {
-        while true {
-            condition.lock()
-            while jobs.isEmpty && !stopping { condition.wait() }
-            if jobs.isEmpty && stopping {
-                condition.unlock()
-                return
-            }
-            let job = jobs.removeFirst()
-            condition.unlock()
-            job(connection)
-        }
-    }
-
-    func shutdown() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func run(_ arguments: [String]) async -> RedisReply {
-        await withCheckedContinuation { continuation in
-            condition.lock()
-            jobs.append { connection in continuation.resume(returning: connection.command(arguments)) }
-            condition.signal()
-            condition.unlock()
-        }
-    }
-}

@@ -61,7 +61,7 @@ struct ServeCommand: AsyncParsableCommand {
         var demoIdPPort = 0
         if demo {
             let minter = try DevTokenMinter(key: try .init(generating: .rsa(bits: 2048)))
-            let port = try FreePort.pick()
+            let port = try LoopbackPort.pick()
             extraServices.append(try DevIdPServer.build(minter: minter, host: "127.0.0.1", port: port, logger: Logger(label: "tokenguard.dev-idp")))
             configuration.providers = DemoConfiguration.providers(jwksURL: "http://127.0.0.1:\(port)/jwks")
             configuration.keyArchive = ""  // no archive for the demo
@@ -85,24 +85,6 @@ struct ServeCommand: AsyncParsableCommand {
                 if let minter { DemoConfiguration.printTryIt(minter: minter, host: host, port: boundPort, idpPort: idpPort) }
             })
         try await app.runService()
-    }
-}
-
-enum FreePort {
-    /// A port free on 127.0.0.1 right now (bind to port 0, read it, release it).
-    static func pick() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ValidationError("cannot open a socket") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw ValidationError("cannot find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

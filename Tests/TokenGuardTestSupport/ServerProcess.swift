@@ -73,19 +73,6 @@ public final class ServerProcess: @unchecked Sendable {
 }
 
 public enum FreeLoopbackPort {
-    /// A port free on 127.0.0.1 now (bind to port 0, read it, release it).
-    public static func pick() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw RunnerError("socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw RunnerError("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    /// A port free on 127.0.0.1 now (see ``LoopbackPort``).
+    public static func pick() throws -> Int { try LoopbackPort.pick() }
 }

@@ -1,0 +1,55 @@
+import Foundation
+
+/// A fixed set of threads, each owning one resource that never leaves it (a libcurl handle, a Redis
+/// connection), running blocking jobs for `async` callers. Blocking C calls thus never run on Swift's
+/// cooperative pool or an event loop; jobs queue when every thread is busy.
+///
+/// `@unchecked Sendable`: `jobs` and `stopping` are only touched under `condition`; each resource is created,
+/// used and destroyed on its own thread.
+public final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [(Resource) -> Void] = []
+    private var stopping = false
+
+    /// Starts `threads` threads named `name-N`, each making its resource with `make` (on that thread).
+    public init(threads: Int, name: String, make: @escaping @Sendable () -> Resource) {
+        for index in 0..<max(1, threads) {
+            // Each thread holds the workers until shutdown, then exits and releases its resource.
+            let thread = Thread { self.loop(make()) }
+            thread.name = "\(name)-\(index)"
+            thread.start()
+        }
+    }
+
+    private func loop(_ resource: Resource) {
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopping { condition.wait() }
+            if jobs.isEmpty && stopping {
+                condition.unlock()
+                return
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job(resource)
+        }
+    }
+
+    /// Runs `body` on a worker thread with that thread's resource and returns its result.
+    public func run<T: Sendable>(_ body: @escaping @Sendable (Resource) -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            jobs.append { resource in continuation.resume(returning: body(resource)) }
+            condition.signal()
+            condition.unlock()
+        }
+    }
+
+    /// Lets the threads finish queued work and exit.
+    public func shutdown() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
