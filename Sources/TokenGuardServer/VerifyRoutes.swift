@@ -97,7 +97,15 @@ struct VerifyRoutes: Sendable {
         guard let verifier = registry.verifiers[item.provider] else {
             return .array([.object(Explanation.Check(name: "provider", ok: nil, detail: "opaque tokens are checked by their provider").json)])
         }
-        return verifier.explain(token: item.token, nonce: item.nonce, at: VerifierRegistry.systemClock()).json
+        let explanation = verifier.explain(token: item.token, nonce: item.nonce, at: VerifierRegistry.systemClock())
+        guard registry.replayGuards[item.provider] != nil else { return explanation.json }
+        // With replay protection on, the replay check ran on the verification itself: its outcome is the verdict's.
+        let checks = explanation.checks.map { check in
+            check.name == "replay"
+                ? Explanation.Check(name: "replay", ok: nil, detail: "replay protection is on: a token_replayed verdict means this token or nonce was used before")
+                : check
+        }
+        return .array(checks.map { .object($0.json) })
     }
 
     func batch(_ request: Request, _ context: TokenGuardRequestContext) async throws -> Response {
