@@ -97,6 +97,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // A verification loop for valgrind (scripts/leak-check.sh), kept small so its DWARF-4 build is quick.
+        .executableTarget(
+            name: "leakloop",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
+            path: "Benchmarks/leakloop",
+            swiftSettings: strictSettings
+        ),
+
         // Test support: key generation, token minting, libjwt reference verifier.
         .target(
             name: "TokenGuardTestSupport",

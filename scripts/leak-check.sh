@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 rounds="${1:-300}"
 bash scripts/install-deps.sh
 # valgrind 3.19 cannot read the DWARF 5 that Swift emits by default: build with DWARF 4 in a folder of its own.
-swift build --product bench --scratch-path .build-leak -Xswiftc -dwarf-version=4 -Xcc -gdwarf-4 >/dev/null
+swift build --product leakloop --scratch-path .build-leak -Xswiftc -dwarf-version=4 -Xcc -gdwarf-4 >/dev/null
 log=.build/leak-check.log
 valgrind --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --error-exitcode=9 \
-  .build-leak/debug/bench --leak-loop "$rounds" 2>"$log" || { status=$?; tail -60 "$log"; exit "$status"; }
+  .build-leak/debug/leakloop "$rounds" 2>"$log" || { status=$?; tail -60 "$log"; exit "$status"; }
 grep -E "definitely lost|indirectly lost|ERROR SUMMARY" "$log"
 echo "leak check: no definite leaks in $rounds rounds"

@@ -3,8 +3,8 @@
 // In one run, on identical tokens: the raw OpenSSL verify rate (the limit); tokenguard's full verification per
 // algorithm on one thread and on every core; jwt-kit and libjwt on the same tokens; verified-token cache hits;
 // rejection costs; the real HTTP server under load; the batch pipeline's throughput and peak memory.
-// Targets are printed as ratios beside the figures, never asserted. `--leak-loop N` instead runs N rounds of
-// accepted and rejected verifications (for valgrind; scripts/leak-check.sh).
+// Targets are printed as ratios beside the figures, never asserted. `--profile ALG [--iterations N]` runs a bare
+// verification loop for `perf record`. (The valgrind loop is the `leakloop` target.)
 import Foundation
 import TokenGuardCore
 import TokenGuardTestSupport
@@ -16,9 +16,7 @@ func option(_ name: String) -> String? {
 }
 
 do {
-    if let rounds = option("--leak-loop").flatMap(Int.init) {
-        try LeakLoop.run(rounds: rounds)
-    } else if let name = option("--profile"), let fixture = try Fixture.all().first(where: { $0.name == name }) {
+    if let name = option("--profile"), let fixture = try Fixture.all().first(where: { $0.name == name }) {
         // A bare verification loop for `perf record`.
         var valid = 0
         for _ in 0..<(option("--iterations").flatMap(Int.init) ?? 200_000) {
