@@ -105,6 +105,22 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The soak and abuse runs against the real server (scripts/soak.sh, scripts/abuse.sh).
+        .executableTarget(
+            name: "stress",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport"],
+            path: "Benchmarks/stress",
+            swiftSettings: strictSettings
+        ),
+
+        // libFuzzer targets (scripts/fuzz.sh): one executable, the first argument names the target.
+        .executableTarget(
+            name: "tokenguard-fuzz",
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto"],
+            path: "Fuzz/Sources",
+            swiftSettings: strictSettings
+        ),
+
         // Test support: key generation, token minting, libjwt reference verifier.
         .target(
             name: "TokenGuardTestSupport",

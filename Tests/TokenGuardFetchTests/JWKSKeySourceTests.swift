@@ -152,6 +152,11 @@ struct JWKSKeySourceTests {
         // An unknown kid during the outage cannot be judged: keys_unavailable, not unknown_key.
         let rotated = try SharedTestKeys.key("rsa-rotated", .rsa(bits: 2048))
         #expect(await verify(warm, try token(rotated)).code == .keysUnavailable, "\(name)")
+        // Found while writing the soak test: a second unknown kid inside the refetch cooldown got unknown_key (an outage
+        // reported as a forgery). With the last attempt failed, it is keys_unavailable too, with a Retry-After.
+        let second = await verify(warm, try token(rotated))
+        #expect(second.code == .keysUnavailable, "\(name): within the cooldown")
+        if case .failure(let error) = second { #expect((error.retryAfterSeconds ?? 0) >= 1) }
     }
 
     @Test("connection refused: keys_unavailable, then recovery when the IdP is back")

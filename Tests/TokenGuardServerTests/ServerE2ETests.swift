@@ -134,6 +134,21 @@ struct ServerE2ETests {
         #expect(try await setup.server.post("/v1/verify/batch", "{\"items\":{}}").status == 400)
     }
 
+    @Test("a body announced over the limit is refused at once, unread, with Connection: close")
+    func announcedOversizedBody() async throws {
+        let setup = try await start()
+        defer { setup.server.stop() }
+        // Found by the abuse run: the server used to wait for the 100 MB until a timeout closed the connection.
+        let head = "POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{\"provider\":"
+        let (response, seconds, _) = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 3)
+        #expect(response.hasPrefix("HTTP/1.1 413"), "\(response.prefix(200))")
+        #expect(response.lowercased().contains("connection: close"))
+        #expect(response.contains("\"invalid_request\""))
+        #expect((seconds ?? 99) < 2, "answered after \(seconds ?? 99) s: the server waited for the body")
+        // The server is still fine for everyone else.
+        #expect(try await setup.server.get("/healthz").status == 200)
+    }
+
     @Test("readyz is 503 until keys are usable; verify is 503 keys_unavailable with Retry-After; providers and metrics report")
     func readinessAndOutage() async throws {
         let setup = try await start(failing: true)

@@ -29,39 +29,20 @@ public struct BatchProcessor: Sendable {
     }
 
     public func process(_ bytes: [UInt8]) async -> Output {
-        let object: JSONObject
+        let request: BatchLineRequest
         do {
-            object = try JSONParser.parseObject(bytes)
+            request = try BatchLineRequest(bytes, defaultAt: defaultAt)
         } catch {
-            return output(id: .null, provider: nil, .failure(VerificationError(.invalidRequest, "line is not a JSON object: \(error)")))
-        }
-        let id = object["id"] ?? .null
-        let providerValue = object["provider"]
-        let provider = providerValue?.stringValue
-        func invalid(_ message: String) -> Output { output(id: id, provider: provider, .failure(VerificationError(.invalidRequest, message))) }
-        guard let provider else { return invalid(providerValue == nil ? "provider is missing" : "provider is not a string") }
-        guard let token = object["token"]?.stringValue else { return invalid("token is missing or not a string") }
-        guard !token.isEmpty else { return invalid("token is empty") }
-        var nonce: String? = nil
-        if let nonceValue = object["nonce"], nonceValue != .null {
-            guard let string = nonceValue.stringValue else { return invalid("nonce is not a string") }
-            nonce = string
-        }
-        var at = defaultAt
-        if let atValue = object["at"], atValue != .null {
-            guard case .integer(let seconds) = atValue, seconds >= 0, seconds <= 253_402_300_799 else {
-                return invalid("at must be an integer number of Unix seconds")
-            }
-            at = seconds
+            return output(id: error.id, provider: error.provider, .failure(error.error))
         }
         // JWS tokens verify from the keys in hand without suspending; opaque ones ask their provider.
         let result: VerificationResult
-        if let immediate = registry.verifyWithKeysInHand(provider: provider, token: token, nonce: nonce, at: at) {
+        if let immediate = registry.verifyWithKeysInHand(provider: request.provider, token: request.token, nonce: request.nonce, at: request.at) {
             result = immediate
         } else {
-            result = await registry.verify(provider: provider, token: token, nonce: nonce, at: at)
+            result = await registry.verify(provider: request.provider, token: request.token, nonce: request.nonce, at: request.at)
         }
-        return output(id: id, provider: provider, result)
+        return output(id: request.id, provider: request.provider, result)
     }
 
     private func output(id: JSONValue, provider: String?, _ result: VerificationResult) -> Output {

@@ -83,26 +83,46 @@ public final class JWKSKeySource: KeySource {
 
     public func keysAfterMiss(keyID: String?) async -> Result<KeySet, VerificationError>? {
         let now = clock()
-        let task: Task<Result<KeySet, VerificationError>, Never>? = state.withLock { state in
-            if let inflight = state.inflight { return inflight }
+        enum Decision {
+            case join(Task<Result<KeySet, VerificationError>, Never>)
+            case answerFromKeysInHand
+            case unavailable(VerificationError)
+        }
+        let decision: Decision = state.withLock { state in
+            if let inflight = state.inflight { return .join(inflight) }
             let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
             if usable {
                 // Unknown kid with good keys in hand: one refetch per cooldown.
                 guard now - state.lastUnknownKeyRefetch >= policy.unknownKeyCooldown else {
                     Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "suppressed")])
                         .increment()
-                    return nil
+                    return suppressed(state, now: now)
                 }
                 state.lastUnknownKeyRefetch = now
                 Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "performed")])
                     .increment()
             } else if now < state.nextAttemptAt {
-                return nil  // backing off after failures: answer from what we have
+                return suppressed(state, now: now)  // backing off after failures
             }
-            return startFetch(&state)
+            return .join(startFetch(&state))
         }
-        guard let task else { return nil }
-        return await task.value
+        switch decision {
+        case .join(let task): return await task.value
+        case .answerFromKeysInHand: return nil
+        case .unavailable(let error): return .failure(error)
+        }
+
+        /// No refetch now. If the last attempt failed, the IdP may be publishing a key we cannot see: an outage
+        /// must not be reported as a forged token, so the answer is `keys_unavailable`, not `unknown_key`.
+        func suppressed(_ state: State, now: Double) -> Decision {
+            guard state.failures > 0 else { return .answerFromKeysInHand }
+            let retryAfter = max(1, Int((state.nextAttemptAt - now).rounded(.up)))
+            return .unavailable(
+                VerificationError(
+                    .keysUnavailable,
+                    "no key with this kid in \(provider)'s last good keys, and the IdP's keys cannot be fetched now"
+                        + (state.lastError.map { ": \($0)" } ?? ""), retryAfterSeconds: retryAfter))
+        }
     }
 
     public var status: KeySourceStatus {
