@@ -32,17 +32,19 @@ let package = Package(
         .systemLibrary(name: "CJWT", path: "Sources/CJWT", pkgConfig: "libjwt", providers: [.apt(["libjwt-dev"])]),
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
 
+        // A lock ThreadSanitizer can see (see Locked.swift); the only shared-state primitive the modules use.
+        .target(name: "TokenGuardSync", swiftSettings: strictSettings),
         // The only Swift module that imports COpenSSL.
         .target(
             name: "TokenGuardCrypto",
-            dependencies: ["COpenSSL"],
+            dependencies: ["COpenSSL", "TokenGuardSync"],
             swiftSettings: strictSettings
         ),
         // The verification core: JOSE, keys, claims, provider policies. No HTTP serving, no curl.
         .target(
             name: "TokenGuardCore",
             dependencies: [
-                "TokenGuardCrypto",
+                "TokenGuardCrypto", "TokenGuardSync",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -66,7 +68,7 @@ let package = Package(
         .target(
             name: "TokenGuardServer",
             dependencies: [
-                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch",
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -87,7 +89,7 @@ let package = Package(
         .executableTarget(
             name: "bench",
             dependencies: [
-                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "TokenGuardRedis", "COpenSSL", "CJWT",
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "COpenSSL", "CJWT",
                 "TokenGuardTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -108,7 +110,7 @@ let package = Package(
         // The soak and abuse runs against the real server (scripts/soak.sh, scripts/abuse.sh).
         .executableTarget(
             name: "stress",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport"],
             path: "Benchmarks/stress",
             swiftSettings: strictSettings
         ),
@@ -124,7 +126,7 @@ let package = Package(
         // Test support: key generation, token minting, libjwt reference verifier.
         .target(
             name: "TokenGuardTestSupport",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "CJWT"],
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "CJWT"],
             path: "Tests/TokenGuardTestSupport",
             swiftSettings: strictSettings
         ),
@@ -142,7 +144,7 @@ let package = Package(
         .testTarget(
             name: "TokenGuardFetchTests",
             dependencies: [
-                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardTestSupport",
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -150,7 +152,9 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardServerTests",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardTestSupport", "tokenguard"],
+            dependencies: [
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "TokenGuardTestSupport", "tokenguard",
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Dispatch
 import Foundation
 import Synchronization
@@ -35,7 +36,7 @@ enum Measure {
 
     /// The same on `threads` threads at once; returns the total calls per second.
     static func parallelRate(threads: Int, seconds: Double, _ body: @escaping @Sendable () -> Bool) -> Double {
-        let total = Mutex(0.0)
+        let total = Locked(0.0)
         DispatchQueue.concurrentPerform(iterations: threads) { _ in
             let rate = Measure.rate(seconds: seconds, body)
             total.withLock { $0 += rate }

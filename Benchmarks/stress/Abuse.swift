@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 import TokenGuardCore
@@ -247,7 +248,7 @@ enum Abuse {
 /// A loop's stop flag and tallies, shared with the tasks or thread running it.
 final class LoopState: Sendable {
     let running = Atomic<Bool>(true)
-    let counts = Mutex<[String: Int]>([:])
+    let counts = Locked<[String: Int]>([:])
 }
 
 /// The tokens and bodies of the abuse scenarios, made once.

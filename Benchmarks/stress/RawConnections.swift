@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 
@@ -7,7 +8,7 @@ final class RawConnections: @unchecked Sendable {
     // @unchecked Sendable: the fds are written by the opening thread, then only read; closedAt is under a lock.
     private(set) var fds: [Int32] = []
     private let openedAt: Double
-    let closedAt = Mutex<[Int32: Double]>([:])
+    let closedAt = Locked<[Int32: Double]>([:])
 
     /// Opens up to `count` connections to 127.0.0.1:`port`, each sending `prefix` at once.
     init(port: Int, count: Int, prefix: [UInt8]) {

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 import TokenGuardCore
@@ -58,11 +59,11 @@ enum Soak {
 
     /// State shared by the load workers and the IdP script.
     final class Shared: Sendable {
-        let signing: Mutex<Signing>
-        let faultWindows = Mutex<[FaultWindow]>([])
-        let tally = Mutex(Tally())
+        let signing: Locked<Signing>
+        let faultWindows = Locked<[FaultWindow]>([])
+        let tally = Locked(Tally())
         let stop = Atomic<Bool>(false)
-        init(signing: Signing) { self.signing = Mutex(signing) }
+        init(signing: Signing) { self.signing = Locked(signing) }
     }
 
     struct FaultWindow: Sendable {

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 import TokenGuardCore
@@ -25,7 +26,7 @@ final class SoakIdP: Sendable {
     }
 
     final class Shared: Sendable {
-        let state = Mutex(State())
+        let state = Locked(State())
     }
 
     let shared = Shared()

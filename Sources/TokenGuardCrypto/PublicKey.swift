@@ -1,3 +1,4 @@
+import TokenGuardSync
 import COpenSSL
 import Synchronization
 
@@ -40,10 +41,10 @@ public final class PublicKey: @unchecked Sendable {
     public let keyType: KeyType
     public let bits: Int
     /// Initialised verification contexts, one per algorithm used with this key, made on first use.
-    private let templates = Mutex<[SignatureAlgorithm: VerificationTemplate]>([:])
+    private let templates = Locked<[SignatureAlgorithm: VerificationTemplate]>([:])
     /// Idle `EVP_PKEY_CTX`s initialised for verifying a pre-computed digest, per algorithm. A verification takes
     /// one (or makes one), uses it alone, and puts it back; at most `maximumPooledContexts` idle ones are kept.
-    private let verifyContexts = Mutex<[SignatureAlgorithm: [PooledContext]]>([:])
+    private let verifyContexts = Locked<[SignatureAlgorithm: [PooledContext]]>([:])
 
     /// An idle pooled context. `@unchecked Sendable`: it moves between threads only through the pool's lock,
     /// and a verification that takes it out is its only user until it is put back.

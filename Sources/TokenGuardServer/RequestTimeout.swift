@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Hummingbird
 import Synchronization
 import TokenGuardCore
@@ -9,9 +10,9 @@ import TokenGuardCore
 enum RequestTimeout {
     /// Resumes a continuation exactly once, from whichever of the work and the timer finishes first.
     final class FirstAnswer: Sendable {
-        private let continuation: Mutex<CheckedContinuation<Response, any Error>?>
+        private let continuation: Locked<CheckedContinuation<Response, any Error>?>
 
-        init(_ continuation: CheckedContinuation<Response, any Error>) { self.continuation = Mutex(continuation) }
+        init(_ continuation: CheckedContinuation<Response, any Error>) { self.continuation = Locked(continuation) }
 
         /// True when this call delivered the answer.
         func deliver(_ result: Result<Response, any Error>) -> Bool {

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 import Testing
@@ -12,8 +13,8 @@ struct JWKSKeySourceTests {
 
     /// A test clock that only moves when told to.
     final class TestClock: Sendable {
-        private let seconds: Mutex<Double>
-        init(_ start: Double) { seconds = Mutex(start) }
+        private let seconds: Locked<Double>
+        init(_ start: Double) { seconds = Locked(start) }
         var now: Double { seconds.withLock { $0 } }
         func advance(_ delta: Double) { seconds.withLock { $0 += delta } }
         func set(_ value: Double) { seconds.withLock { $0 = value } }
@@ -22,10 +23,10 @@ struct JWKSKeySourceTests {
     /// An IdP whose published keys and failure mode the test changes as it goes.
     final class IdP: Sendable {
         final class State: Sendable {
-            let jwks: Mutex<String>
-            let mode = Mutex<FakeHTTPServer.Response?>(nil)
-            let cacheControl = Mutex<String?>("max-age=3600")
-            init(jwks: String) { self.jwks = Mutex(jwks) }
+            let jwks: Locked<String>
+            let mode = Locked<FakeHTTPServer.Response?>(nil)
+            let cacheControl = Locked<String?>("max-age=3600")
+            init(jwks: String) { self.jwks = Locked(jwks) }
         }
 
         let server: FakeHTTPServer

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Logging
 import Synchronization
@@ -236,7 +237,7 @@ struct OpaqueTokenTests {
 
 /// Captures log lines in memory so a test can check what was (and was not) logged.
 final class CapturedLogs: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     var text: String { lines.withLock { $0.joined(separator: "\n") } }
 
     var logger: Logger {

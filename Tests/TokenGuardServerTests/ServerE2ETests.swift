@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 import Testing
@@ -11,10 +12,10 @@ struct ServerE2ETests {
     let nonce = "e2e-raw-nonce"
 
     final class IdPState: Sendable {
-        let jwks: Mutex<String>
-        let failing = Mutex(false)
-        let delay = Mutex(0.0)
-        init(_ jwks: String) { self.jwks = Mutex(jwks) }
+        let jwks: Locked<String>
+        let failing = Locked(false)
+        let delay = Locked(0.0)
+        init(_ jwks: String) { self.jwks = Locked(jwks) }
     }
 
     struct Setup {

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 
@@ -40,14 +41,14 @@ public final class FakeHTTPServer: @unchecked Sendable {
 
     public let port: Int
     private let listener: Int32
-    private let handler: Mutex<Handler>
-    private let counts = Mutex<[String: Int]>([:])
-    private let running = Mutex(true)
+    private let handler: Locked<Handler>
+    private let counts = Locked<[String: Int]>([:])
+    private let running = Locked(true)
 
     public var baseURL: String { "http://127.0.0.1:\(port)" }
 
     public init(handler: @escaping Handler = { _ in Response(status: 404) }) throws {
-        self.handler = Mutex(handler)
+        self.handler = Locked(handler)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RunnerError("socket failed") }
         var one: Int32 = 1

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Synchronization
 import TokenGuardCore
 import TokenGuardCrypto
@@ -35,7 +36,7 @@ public struct TestKey: Sendable {
 
 /// Keys shared across tests in one process: RSA generation is slow, so each kind is made once.
 public enum SharedTestKeys {
-    private static let cache = Mutex<[String: TestKey]>([:])
+    private static let cache = Locked<[String: TestKey]>([:])
 
     public static func key(_ name: String, _ kind: SigningKey.Kind, algorithm: SignatureAlgorithm? = nil) throws -> TestKey {
         if let key = cache.withLock({ $0[name] }) { return key }

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Logging
 import Metrics
@@ -27,7 +28,7 @@ public final class JWKSKeySource: KeySource {
     private let archive: KeyArchive?
     private let clock: @Sendable () -> Double
     private let logger: Logger
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private static let archiveQueue = DispatchQueue(label: "tokenguard.key-archive")
 
     struct State {
@@ -60,7 +61,7 @@ public final class JWKSKeySource: KeySource {
         self.logger = logger
         var initial = State()
         if case .jwks(let url) = location { initial.jwksURL = url }
-        self.state = Mutex(initial)
+        self.state = Locked(initial)
         loadFromArchive()
     }
 

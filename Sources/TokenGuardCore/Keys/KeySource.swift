@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Synchronization
 
@@ -86,13 +87,13 @@ public final class JWKSFileKeySource: KeySource {
     }
 
     public let path: String
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let recheckInterval: Duration
 
     public init(path: String, recheckInterval: Duration = .seconds(1)) {
         self.path = path
         self.recheckInterval = recheckInterval
-        self.state = Mutex(State())
+        self.state = Locked(State())
         _ = currentKeys()
     }
 

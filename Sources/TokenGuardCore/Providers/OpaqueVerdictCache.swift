@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Synchronization
 import TokenGuardCrypto
 
@@ -23,7 +24,7 @@ public final class OpaqueVerdictCache: Sendable {
     public let capacity: Int
     public let positiveTTL: Double
     public let negativeTTL: Double
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(capacity: Int = 10_000, positiveTTL: Double = 60, negativeTTL: Double = 3) {
         self.capacity = capacity

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Foundation
 import Metrics
 import Synchronization
@@ -34,7 +35,7 @@ public final class MemoryReplayStore: ReplayStore {
     }
 
     public let capacity: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let clock: @Sendable () -> Int64
 
     public init(capacity: Int = 1_000_000, clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }) {

@@ -1,3 +1,4 @@
+import TokenGuardSync
 import Synchronization
 
 /// A bounded LRU cache of verified tokens, like Envoy's JWT filter offers: a token seen and verified recently
@@ -78,7 +79,7 @@ public final class VerifiedTokenCache: Sendable {
 
     /// A shard behind its own lock (a class, since `Mutex` cannot sit in an array).
     final class LockedShard: Sendable {
-        let state = Mutex(Shard())
+        let state = Locked(Shard())
         func withLock<R>(_ body: (inout Shard) -> R) -> R { state.withLock { body(&$0) } }
     }
 
