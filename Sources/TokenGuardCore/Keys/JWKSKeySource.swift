@@ -90,8 +90,13 @@ public final class JWKSKeySource: KeySource {
             case unavailable(VerificationError)
         }
         let decision: Decision = state.withLock { state in
-            if let inflight = state.inflight { return .join(inflight) }
             let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
+            if let inflight = state.inflight {
+                // During a known outage, do not queue behind a fetch that will likely time out as well (found by the
+                // soak run: with a slow IdP every unknown kid waited the full outbound timeout).
+                if usable && state.failures > 0 { return suppressed(state, now: now) }
+                return .join(inflight)
+            }
             if usable {
                 // Unknown kid with good keys in hand: one refetch per cooldown.
                 guard now - state.lastUnknownKeyRefetch >= policy.unknownKeyCooldown else {
