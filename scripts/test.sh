@@ -28,5 +28,6 @@ swift run -c release bench --quick --json .build/bench-quick.json
 # The release server under rotation, outages and a mix of tokens (every verdict checked), then under abuse.
 bash scripts/soak.sh 120
 bash scripts/abuse.sh 10
-# The whole test suite again under AddressSanitizer (and LeakSanitizer).
+# The whole test suite again under AddressSanitizer (and LeakSanitizer), then under ThreadSanitizer.
 bash scripts/sanitize.sh address
+bash scripts/sanitize.sh thread

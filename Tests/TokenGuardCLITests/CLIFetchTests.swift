@@ -53,7 +53,7 @@ struct CLIFetchTests {
         let other = try TestKey(.rsa(bits: 2048), keyID: "never-seen")
         let down = try BinaryRunner.run(
             ["verify", "--config", config, "--provider", "apple", "--token", try other.sign(ProviderTokens.apple(now: now, rawNonce: nonce)), "--nonce", nonce])
-        #expect(down.status == 3, "\(down.stdout)")
+        #expect(down.status == 3, "\(down.stdout) \(down.stderr)")
     }
 }
 

@@ -2,6 +2,12 @@ import Foundation
 
 /// Runs the built `tokenguard` binary with files for its standard streams (no pipe deadlocks on large output).
 public enum BinaryRunner {
+    /// Under scripts/sanitize.sh, the tokenguard processes the tests start take their ASan options from
+    /// `TOKENGUARD_CHILD_ASAN_OPTIONS` (see that script for why their leak check is off).
+    static func applyChildSanitizerOptions(_ env: inout [String: String]) {
+        if let options = env["TOKENGUARD_CHILD_ASAN_OPTIONS"] { env["ASAN_OPTIONS"] = options }
+    }
+
     public struct Output {
         public let status: Int32
         public let stdout: String
@@ -41,6 +47,7 @@ public enum BinaryRunner {
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "TOKENGUARD_CONFIG")
         for (key, value) in environment { env[key] = value }
+        BinaryRunner.applyChildSanitizerOptions(&env)
         process.environment = env
         process.standardInput = try FileHandle(forReadingFrom: input)
         process.standardOutput = try FileHandle(forWritingTo: output)

@@ -20,6 +20,7 @@ public final class ServerProcess: @unchecked Sendable {
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "TOKENGUARD_CONFIG")
         for (key, value) in environment { env[key] = value }
+        BinaryRunner.applyChildSanitizerOptions(&env)
         process.environment = env
         logPath = workspace.url.appendingPathComponent("server-\(port).log").path
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
