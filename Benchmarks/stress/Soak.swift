@@ -165,7 +165,8 @@ enum Soak {
                                 record(&local, "\(kind.rawValue): HTTP \(response.status) \(code)")
                                 continue
                             }
-                            let allowed = allowedCodes(kind, keyID: keyID, sentAt: sentAt, idp: idp, faults: shared.faultWindows.withLock { $0 })
+                            let allowed = allowedCodes(
+                                kind, keyID: keyID, sentAt: sentAt, answeredAt: answeredAt, idp: idp, faults: shared.faultWindows.withLock { $0 })
                             let statusOK = expectedStatus(code) == response.status
                             let subjectOK = code != "valid" || answeredSubject == subject
                             if !allowed.contains(code) || !statusOK || !subjectOK {
@@ -353,8 +354,10 @@ enum Soak {
     }
 
     /// The codes a correct tokenguard may answer for this request, given what the IdP delivered before it.
-    static func allowedCodes(_ kind: Kind, keyID: String?, sentAt: Double, idp: SoakIdP, faults: [FaultWindow]) -> Set<String> {
-        let inFault = faults.contains { sentAt >= $0.start && sentAt <= $0.end + faultGrace }
+    static func allowedCodes(_ kind: Kind, keyID: String?, sentAt: Double, answeredAt: Double, idp: SoakIdP, faults: [FaultWindow]) -> Set<String> {
+        // A request overlaps a fault when it was still unanswered as the IdP began failing (the refetch it
+        // triggers happens after it is sent), or was sent before the grace after the fault ran out.
+        let inFault = faults.contains { answeredAt >= $0.start && sentAt <= $0.end + faultGrace }
         switch kind {
         case .malformed, .algNone:
             return [kind.expectedCode]
