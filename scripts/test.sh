@@ -22,11 +22,11 @@ bash scripts/validate-deploy.sh
 # The OpenAPI document against the live server (schemathesis, bounded).
 TOKENGUARD_BIN=.build/debug/tokenguard bash scripts/api-fuzz.sh
 # Every fuzz target briefly, after replaying the inputs that once failed (a crash fails the run).
-bash scripts/fuzz.sh --all 30
+bash scripts/fuzz.sh --all 20
 # The benchmark must always build and run (every section briefly; figures reported, no thresholds).
 swift run -c release bench --quick --json .build/bench-quick.json
 # The release server under rotation, outages and a mix of tokens (every verdict checked), then under abuse.
-bash scripts/soak.sh 120
+bash scripts/soak.sh 90
 bash scripts/abuse.sh 10
 # The whole test suite again under AddressSanitizer (and LeakSanitizer), then under ThreadSanitizer.
 bash scripts/sanitize.sh address

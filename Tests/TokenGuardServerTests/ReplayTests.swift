@@ -35,12 +35,16 @@ struct ReplayTests {
         let store = try RedisReplayStore(url: redis.url, connections: 2, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 500)
         let now = Int64(Date().timeIntervalSince1970)
         let token = "k-\(UUID().uuidString)"
-        #expect(try await store.claim(keys: [token, token + "-n"], expiresAt: now + 2).get() == true)
-        #expect(try await store.claim(keys: [token], expiresAt: now + 2).get() == false)
-        #expect(try await store.claim(keys: ["other", token + "-n"], expiresAt: now + 2).get() == false)
+        // Expiry 5 s ahead: enough for the next three claims even on a loaded machine under ThreadSanitizer (2 s was
+        // not: the entries expired before the third claim).
+        let expiry = now + 5
+        #expect(try await store.claim(keys: [token, token + "-n"], expiresAt: expiry).get() == true)
+        #expect(try await store.claim(keys: [token], expiresAt: expiry).get() == false)
+        #expect(try await store.claim(keys: ["other", token + "-n"], expiresAt: expiry).get() == false)
         #expect(try await store.claim(keys: ["other"], expiresAt: now + 60).get() == true, "the refused claim set nothing")
         #expect(await store.health().ok)
-        try await Task.sleep(for: .milliseconds(3_100))
+        let untilExpired = Double(expiry + 1) - Date().timeIntervalSince1970
+        if untilExpired > 0 { try await Task.sleep(for: .milliseconds(Int(untilExpired * 1000) + 100)) }
         #expect(try await store.claim(keys: [token], expiresAt: now + 60).get() == true, "entries vanish with the token's expiry")
 
         redis.stop()
