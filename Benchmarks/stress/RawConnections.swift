@@ -1,6 +1,7 @@
 import TokenGuardSync
 import Foundation
 import Synchronization
+import TokenGuardTestSupport
 
 /// Plain TCP connections to the server that misbehave on purpose: they send part of a request and then
 /// drip or stall. Each records when the server answered or closed it.
@@ -14,19 +15,7 @@ final class RawConnections: @unchecked Sendable {
     init(port: Int, count: Int, prefix: [UInt8]) {
         openedAt = monotonicSeconds()
         for _ in 0..<count {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { break }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else {
-                close(fd)
-                break
-            }
+            guard let fd = RawHTTP.connectLoopback(port: port) else { break }
             if !prefix.isEmpty { _ = prefix.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
             fds.append(fd)
         }
