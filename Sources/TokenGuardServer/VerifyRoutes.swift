@@ -46,12 +46,12 @@ struct VerifyRoutes: Sendable {
             throw APIError.invalidRequest(error.message)
         }
         let started = DispatchTime.now()
-        let result = await registry.verify(provider: item.provider, token: item.token, nonce: item.nonce, at: nil)
+        let (result, explanation) = await registry.verify(provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
         switch result {
         case .success:
             var verdict = result.json(provider: item.provider)
-            if item.explain { verdict.set("checks", explanation(item)) }
+            if let explanation { verdict.set("checks", explanation.json) }
             return JSONResponse.make(.object(verdict))
         case .failure(let error):
             switch error.code {
@@ -63,25 +63,10 @@ struct VerifyRoutes: Sendable {
                 throw APIError(status: .badRequest, code: error.code, message: error.message)
             default:
                 var verdict = result.json(provider: item.provider)
-                if item.explain { verdict.set("checks", explanation(item)) }
+                if let explanation { verdict.set("checks", explanation.json) }
                 return JSONResponse.make(.object(verdict), status: .unauthorized)
             }
         }
-    }
-
-    private func explanation(_ item: VerifyRequest) -> JSONValue {
-        guard let verifier = registry.verifiers[item.provider] else {
-            return .array([.object(Explanation.Check(name: "provider", ok: nil, detail: "opaque tokens are checked by their provider").json)])
-        }
-        let explanation = verifier.explain(token: item.token, nonce: item.nonce, at: VerifierRegistry.systemClock())
-        guard registry.replayGuards[item.provider] != nil else { return explanation.json }
-        // With replay protection on, the replay check ran on the verification itself: its outcome is the verdict's.
-        let checks = explanation.checks.map { check in
-            check.name == "replay"
-                ? Explanation.Check(name: "replay", ok: nil, detail: "replay protection is on: a token_replayed verdict means this token or nonce was used before")
-                : check
-        }
-        return .array(checks.map { .object($0.json) })
     }
 
     func batch(_ request: Request, _ context: TokenGuardRequestContext) async throws -> Response {

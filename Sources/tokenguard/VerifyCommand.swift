@@ -28,21 +28,23 @@ struct VerifyCommand: ParsableCommand {
         var tokenText = token
         if token == "-" {
             let data = FileHandle.standardInput.readDataToEndOfFile()
-            tokenText = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            // Only the ASCII line end and blanks a shell adds are trimmed; any other byte stays and is judged.
+            let bytes = Array(data)
+            let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+            let start = bytes.firstIndex { !isBlank($0) } ?? bytes.endIndex
+            let end = (bytes.lastIndex { !isBlank($0) } ?? (start - 1)) + 1
+            tokenText = String(decoding: bytes[start..<max(start, end)], as: UTF8.self)
         }
         guard !tokenText.isEmpty else { throw ValidationError("--token is empty") }
-        let (providerName, nonceText, at) = (provider, nonce, options.at)
+        let (providerName, nonceText, at, explainFlag) = (provider, nonce, options.at, explain)
         let finalToken = tokenText
-        let result = runBlocking {
+        let (result, explanation) = runBlocking {
             // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
             await registry.prepare(provider: providerName)
-            return await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at)
+            return await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
         }
         var output = result.json(provider: provider)
-        if explain, let verifier = registry.verifiers[provider] {
-            let time = at ?? VerifierRegistry.systemClock()
-            output.set("checks", verifier.explain(token: finalToken, nonce: nonceText, at: time, historical: at != nil).json)
-        }
+        if let explanation { output.set("checks", explanation.json) }
         print(JSONWriter.string(.object(output)))
         switch result {
         case .success: throw ExitCodes.valid

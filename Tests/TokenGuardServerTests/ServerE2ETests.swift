@@ -82,7 +82,7 @@ struct ServerE2ETests {
         let explained = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"other\",\"explain\":true}")
         let checks = try #require(try json(explained)["checks"]?.arrayValue)
         let names = checks.compactMap { $0.objectValue?["check"]?.stringValue }
-        #expect(names == ["structure", "algorithm", "key", "signature", "issuer", "audience", "tenant", "expiry", "not-before", "issued-at", "nonce", "replay"])
+        #expect(names == ["structure", "algorithm", "key", "signature", "token-type", "issuer", "audience", "authorized-party", "tenant", "expiry", "not-before", "issued-at", "nonce", "replay"])
         #expect(checks.first { $0.objectValue?["check"] == .string("nonce") }?.objectValue?["ok"] == .bool(false))
         #expect(checks.first { $0.objectValue?["check"] == .string("signature") }?.objectValue?["ok"] == .bool(true))
 

@@ -76,7 +76,7 @@ public struct JSONParser {
             position += 1  // {
             var object = JSONObject()
             // Small objects check duplicates by scanning; larger ones switch to a set so the check stays linear.
-            var seen: Set<String>? = nil
+            var seen: Set<ByteKey>? = nil
             skipWhitespace()
             if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
                 position += 1
@@ -87,10 +87,10 @@ public struct JSONParser {
                 guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw error("expected a member name") }
                 let namePosition = position
                 let name = try parseString()
-                if seen == nil && object.count >= 16 { seen = Set(object.names) }
-                let duplicate = seen.map { $0.contains(name) } ?? (object[name] != nil)
+                if seen == nil && object.count >= 16 { seen = Set(object.names.map(ByteKey.init)) }
+                let duplicate = seen.map { $0.contains(ByteKey(name)) } ?? (object[name] != nil)
                 if duplicate { throw Error(message: "duplicate member name", offset: namePosition) }
-                seen?.insert(name)
+                seen?.insert(ByteKey(name))
                 skipWhitespace()
                 guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 position += 1

@@ -43,8 +43,9 @@ public struct JSONObject: Sendable, Equatable {
         self.members = members.map { (name: $0.0, value: $0.1) }
     }
 
+    /// The member whose name has exactly these bytes (never a Unicode-equivalent spelling).
     public subscript(name: String) -> JSONValue? {
-        for member in members where member.name == name { return member.value }
+        for member in members where member.name.sameBytes(as: name) { return member.value }
         return nil
     }
 
@@ -56,7 +57,7 @@ public struct JSONObject: Sendable, Equatable {
 
     /// Sets a member, replacing an existing one of the same name.
     public mutating func set(_ name: String, _ value: JSONValue) {
-        if let index = members.firstIndex(where: { $0.name == name }) {
+        if let index = members.firstIndex(where: { $0.name.sameBytes(as: name) }) {
             members[index].value = value
         } else {
             members.append((name, value))

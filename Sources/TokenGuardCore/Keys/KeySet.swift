@@ -12,16 +12,17 @@ public final class KeySet: Sendable {
 
     public let keys: [VerificationKey]
     public let skipped: [JWKParser.Skipped]
-    private let byKeyID: [String: [VerificationKey]]
+    /// Keys by the bytes of their `kid`: a token's kid selects a key only when its bytes are identical.
+    private let byKeyID: [ByteKey: [VerificationKey]]
     /// RFC 7638 thumbprints of every key, to tell whether a cached verdict's key is still published.
     public let thumbprints: Set<String>
 
     public init(keys: [VerificationKey], skipped: [JWKParser.Skipped] = []) {
         self.keys = keys
         self.skipped = skipped
-        var index: [String: [VerificationKey]] = [:]
+        var index: [ByteKey: [VerificationKey]] = [:]
         for key in keys {
-            if let kid = key.keyID { index[kid, default: []].append(key) }
+            if let kid = key.keyID { index[ByteKey(kid), default: []].append(key) }
         }
         self.byKeyID = index
         self.thumbprints = Set(keys.map(\.thumbprint))
@@ -63,10 +64,15 @@ public final class KeySet: Sendable {
     /// With a `kid`, only keys carrying that exact `kid` are candidates. Without one, a key is chosen only
     /// when exactly one key in the set fits the algorithm; tokenguard never tries every key in turn.
     public func candidates(keyID: String?, algorithm: SignatureAlgorithm) -> [VerificationKey] {
-        if let keyID { return byKeyID[keyID] ?? [] }
+        if let keyID { return byKeyID[ByteKey(keyID)] ?? [] }
         let fitting = keys.filter { $0.permits(algorithm) }
         return fitting.count == 1 ? fitting : []
     }
 
-    public func contains(keyID: String) -> Bool { byKeyID[keyID] != nil }
+    public func contains(keyID: String) -> Bool { byKeyID[ByteKey(keyID)] != nil }
+
+    /// Why a key with this kid (bytes) was skipped when the JWKS was loaded, if it was.
+    public func skipReason(keyID: String) -> String? {
+        skipped.first { $0.keyID.map { $0.sameBytes(as: keyID) } ?? false }?.reason
+    }
 }

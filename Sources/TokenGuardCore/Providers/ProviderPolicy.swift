@@ -44,6 +44,9 @@ public enum TenantRule: Sendable, Equatable {
     case consumers
     /// These tenant GUIDs only (lowercase).
     case list(Set<String>)
+    /// No tenant configured (built-in defaults without `TOKENGUARD_MICROSOFT_TENANTS`): every tenant is refused,
+    /// with `hint` saying what to set.
+    case unset(hint: String)
 
     /// The tenant personal Microsoft accounts sign in through.
     public static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
@@ -53,7 +56,9 @@ public enum TenantRule: Sendable, Equatable {
         case .any: true
         case .organizations: tenantID != Self.consumersTenantID
         case .consumers: tenantID == Self.consumersTenantID
-        case .list(let ids): ids.contains(tenantID)
+        // A tid reaches this only as a validated lowercase ASCII GUID, so set membership is byte equality.
+        case .list(let ids): GUID.isValid(tenantID) && ids.contains(tenantID)
+        case .unset: false
         }
     }
 
@@ -106,6 +111,13 @@ public struct ProviderPolicy: Sendable {
     public var userIDClaim: String
     /// Refuse tokens with a `nonce` in the JWS header (Microsoft Graph access tokens).
     public var rejectsHeaderNonce: Bool
+    /// Accepted JOSE `typ` values, lowercase; "" stands for a token without `typ` (config `token_types`).
+    public var tokenTypes: [String] = ProviderPolicy.defaultTokenTypes
+    /// Accepted `azp` values when a token carries one (config `authorized_parties`); nil means the audiences.
+    public var authorizedParties: [String]? = nil
+
+    /// No `typ` (Apple and Facebook send none), `JWT`, or `application/jwt` (RFC 7519 §5.1, RFC 8725 §3.11).
+    public static let defaultTokenTypes = ["", "jwt", "application/jwt"]
 
     public static let defaultLeewaySeconds: Int64 = 60
     public static let defaultMaxTokenBytes = 16_384

@@ -17,12 +17,27 @@ public protocol ReplayStore: Sendable {
     func health() async -> (ok: Bool, detail: String)
 }
 
-/// Replay keys are SHA-256 of the token and of its nonce, never the raw values.
+/// Replay keys: SHA-256 hex of what the signer signed, never of the signature bytes (an ECDSA signature
+/// `(r, s)` has a twin `(r, n - s)` that verifies too, so a key over the signature would give a second use).
+///
+/// - `t`: the JWS signing input (`header.payload`, the token's bytes up to its last `.`);
+/// - `j`: the `jti` claim, when the token has one (the issuer's own id for the token, whatever its encoding);
+/// - `n`: the `nonce` claim, when the token has one (one sign-in request, one token).
+///
+/// Built from the configured provider name (never the request's spelling) and bytes only.
 public enum ReplayKeys {
-    public static func keys(provider: String, token: String, nonceClaim: String?) -> [String] {
-        var keys = ["tg:replay:\(provider):t:\(SHA256.hexDigest(token.utf8))"]
+    public static func keys(provider: String, token: String, jti: String?, nonceClaim: String?) -> [String] {
+        var keys = ["tg:replay:\(provider):t:\(SHA256.hexDigest(signingInput(of: token)))"]
+        if let jti { keys.append("tg:replay:\(provider):j:\(SHA256.hexDigest(jti.utf8))") }
         if let nonceClaim { keys.append("tg:replay:\(provider):n:\(SHA256.hexDigest(nonceClaim.utf8))") }
         return keys
+    }
+
+    /// The bytes before the last `.`: the JWS signing input of a compact JWS (the whole token otherwise).
+    static func signingInput(of token: String) -> ArraySlice<UInt8> {
+        let bytes = Array(token.utf8)
+        guard let dot = bytes.lastIndex(of: UInt8(ascii: ".")) else { return bytes[...] }
+        return bytes[..<dot]
     }
 }
 
@@ -82,7 +97,8 @@ public struct ReplayGuard: Sendable {
 
     public func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
         guard case .success(let verdict) = result else { return result }
-        let keys = ReplayKeys.keys(provider: provider, token: token, nonceClaim: verdict.claims["nonce"]?.stringValue)
+        let keys = ReplayKeys.keys(
+            provider: provider, token: token, jti: verdict.claims["jti"]?.stringValue, nonceClaim: verdict.claims["nonce"]?.stringValue)
         let expiresAt = (verdict.expiresAt ?? Int64(Date().timeIntervalSince1970) + 3600) + leewaySeconds
         switch await store.claim(keys: keys, expiresAt: expiresAt) {
         case .success(true):

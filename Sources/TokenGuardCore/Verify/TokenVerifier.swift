@@ -32,22 +32,38 @@ public struct TokenVerifier: Sendable {
     ///     published now are used.
     public func verify(token: String, nonce: String?, at now: Int64, historical: Bool = false) -> VerificationResult {
         do {
+            // Bytes first: nothing outside the compact JWS alphabet reaches the cache, a store or a key lookup.
+            try checkBytes(token)
             if !historical, let cache, let hit = try cachedVerdict(cache, token: token, nonce: nonce, now: now) { return .success(hit) }
             let jws = try parse(token)
             let alg = try checkAlgorithm(jws.header)
             let keys = try (historical ? keySource.historicalKeys() : keySource.currentKeys()).get()
-            let result = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
-            if !historical, let cache, case .success(let verdict) = result, let key = keys.candidates(keyID: jws.header.keyID, algorithm: alg).first {
-                cache.store(
-                    token,
-                    VerifiedTokenCache.Entry(
-                        verdict: verdict, keyThumbprint: key.thumbprint, nonceClaim: verdict.claims["nonce"]?.stringValue,
-                        expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
-            }
-            return result
+            let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
+            if !historical { remember(token, verdict: verdict, key: key, nonce: nonce, now: now) }
+            return .success(verdict)
         } catch {
             return .failure(error)
         }
+    }
+
+    /// Caches a verdict under the token's bytes, with the thumbprint of the key that verified it (not merely the
+    /// first key with its kid), so the entry dies with that key.
+    func remember(_ token: String, verdict: Verdict, key: VerificationKey, nonce: String?, now: Int64) {
+        guard let cache else { return }
+        cache.store(
+            token,
+            VerifiedTokenCache.Entry(
+                verdict: verdict, keyThumbprint: key.thumbprint, nonceClaim: verdict.claims["nonce"]?.stringValue,
+                expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
+    }
+
+    /// The size limit, then the alphabet: both before any other work.
+    func checkBytes(_ token: String) throws(VerificationError) {
+        let count = token.utf8.count
+        guard count <= policy.maxTokenBytes else {
+            throw VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(policy.maxTokenBytes)")
+        }
+        guard CompactJWSAlphabet.admits(token) else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
     }
 
     /// A cache hit, re-checked: not expired now, key still published, and the request's nonce against the token's.
@@ -66,19 +82,35 @@ public struct TokenVerifier: Sendable {
     /// As ``verify(token:nonce:at:)``, but on an unknown `kid` asks the key source for newer keys once
     /// (a fetching source refreshes, single-flight and rate-limited) before answering `unknown_key`.
     public func verifyRefreshingKeys(token: String, nonce: String?, at now: Int64, historical: Bool = false) async -> VerificationResult {
-        let first = verify(token: token, nonce: nonce, at: now, historical: historical)
-        guard case .failure(let error) = first, error.code == .unknownKey || error.code == .keysUnavailable else { return first }
+        await verifyRefreshingKeys(token: token, nonce: nonce, at: now, historical: historical, explain: false).result
+    }
+
+    /// One verification, with the explanation when `explain` is set: the signature is checked once either way.
+    public func verifyRefreshingKeys(
+        token: String, nonce: String?, at now: Int64, historical: Bool, explain: Bool
+    ) async -> (result: VerificationResult, explanation: Explanation?) {
+        func attempt() -> (VerificationResult, Explanation?) {
+            if explain {
+                let (result, explanation) = verifyExplaining(token: token, nonce: nonce, at: now, historical: historical)
+                return (result, explanation)
+            }
+            return (verify(token: token, nonce: nonce, at: now, historical: historical), nil)
+        }
+        let first = attempt()
+        guard case .failure(let error) = first.0, error.code == .unknownKey || error.code == .keysUnavailable else { return first }
         let keyID: String?
         do {
+            try checkBytes(token)
             keyID = try parse(token).header.keyID
         } catch {
-            return .failure(error)
+            return first
         }
         switch await keySource.keysAfterMiss(keyID: keyID) {
         case nil: return first
         // The refetch failed: an unknown kid during an outage cannot be judged a forgery.
-        case .failure(let refetchError)?: return .failure(refetchError)
-        case .success?: return verify(token: token, nonce: nonce, at: now, historical: historical)
+        case .failure(let refetchError)?: return (.failure(refetchError), first.1)
+        // The first attempt found no key, so it checked no signature: this is still one signature check.
+        case .success?: return attempt()
         }
     }
 
@@ -88,6 +120,7 @@ public struct TokenVerifier: Sendable {
     /// test use it, since their payloads need not be JSON claims.
     public func verifySignature(token: String) -> Result<(jws: CompactJWS, key: VerificationKey), VerificationError> {
         do {
+            try checkBytes(token)
             let jws = try parse(token)
             let alg = try checkAlgorithm(jws.header)
             let keys = try keySource.currentKeys().get()
@@ -130,17 +163,32 @@ public struct TokenVerifier: Sendable {
         return alg
     }
 
+    /// Signature, token type, then claims. Returns the verdict and the key that verified it.
     func finish(
         _ jws: CompactJWS, alg: SignatureAlgorithm, keys: KeySet, nonce: String?, now: Int64
-    ) throws(VerificationError) -> VerificationResult {
+    ) throws(VerificationError) -> (Verdict, VerificationKey) {
         let key = try checkSignature(jws, alg: alg, keys: keys)
-        let claims: JSONObject
+        try checkTokenType(jws.header)
+        let claims = try payloadClaims(jws)
+        return (try checkClaims(claims, key: key, nonce: nonce, now: now), key)
+    }
+
+    func payloadClaims(_ jws: CompactJWS) throws(VerificationError) -> JSONObject {
         do {
-            claims = try JSONParser.parseObject(jws.payload)
+            return try JSONParser.parseObject(jws.payload)
         } catch {
             throw VerificationError(.malformedToken, "the payload is not a valid JSON object: \(error)")
         }
-        return .success(try checkClaims(claims, key: key, nonce: nonce, now: now))
+    }
+
+    /// Explicit typing (RFC 8725 §3.11): an ID-token provider refuses JWT access tokens (`at+jwt`, RFC 9068) and
+    /// any other `typ` it does not list. Compared case-insensitively over ASCII; "" stands for no `typ`.
+    func checkTokenType(_ header: JOSEHeader) throws(VerificationError) {
+        let type = header.type.map(ASCII.lowercased) ?? ""
+        guard policy.tokenTypes.containsBytes(type) else {
+            let shown = header.type.map { "\"\($0.prefix(32))\"" } ?? "no typ"
+            throw VerificationError(.invalidTokenType, "token type \(shown) is not accepted for \(policy.name) (an access token is not an ID token)")
+        }
     }
 
     /// Finds the key by `kid` and checks the signature. Returns the key that verified.
@@ -148,6 +196,9 @@ public struct TokenVerifier: Sendable {
         let candidates = keys.candidates(keyID: jws.header.keyID, algorithm: alg)
         guard !candidates.isEmpty else {
             if let kid = jws.header.keyID {
+                if let reason = keys.skipReason(keyID: kid) {
+                    throw VerificationError(.unknownKey, "key \"\(kid.prefix(64))\" was skipped when the \(policy.name) JWKS was loaded: \(reason)")
+                }
                 throw VerificationError(.unknownKey, "no key with kid \"\(kid.prefix(64))\" for \(policy.name)")
             }
             throw VerificationError(.unknownKey, "the token has no kid and no single \(policy.name) key fits \(alg.rawValue)")
@@ -171,6 +222,7 @@ public struct TokenVerifier: Sendable {
         let reader = ClaimsReader(claims: claims)
         let (issuer, tenantID) = try checkIssuer(reader, key: key)
         let audience = try checkAudience(reader)
+        try checkAuthorizedParty(reader)
         try checkTenant(tenantID)
         let expiresAt = try checkExpiry(reader, now: now)
         try checkNotBefore(reader, now: now)
@@ -190,7 +242,7 @@ public struct TokenVerifier: Sendable {
         guard let issuer = try reader.string("iss") else { throw VerificationError(.invalidIssuer, "claim iss is missing") }
         switch policy.issuers {
         case .exact(let accepted):
-            guard accepted.contains(issuer) else {
+            guard accepted.containsBytes(issuer) else {
                 throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not accepted for \(policy.name)")
             }
             return (issuer, nil)
@@ -199,10 +251,10 @@ public struct TokenVerifier: Sendable {
             // Only a well-formed GUID goes into the template, so a crafted tid cannot shape the issuer string.
             guard GUID.isValid(tid) else { throw VerificationError(.invalidIssuer, "claim tid is not a tenant GUID") }
             let expected = template.replacingTenantID(with: tid)
-            guard issuer == expected else {
+            guard issuer.sameBytes(as: expected) else {
                 throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" does not match tenant \(tid) (expected \(expected))")
             }
-            if let keyIssuer = key?.issuer, keyIssuer.replacingTenantID(with: tid) != issuer {
+            if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: issuer) {
                 throw VerificationError(
                     .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key?.keyID ?? "").prefix(64))\"")
             }
@@ -216,14 +268,26 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(.invalidAudience, "no audiences are configured for \(policy.name): set its audiences (or TOKENGUARD_\(policy.name.uppercased())_AUDIENCES)")
         }
         let tokenAudiences = try reader.audiences()
-        guard let audience = policy.audiences.first(where: { tokenAudiences.contains($0) }) else {
+        guard let audience = policy.audiences.first(where: { tokenAudiences.containsBytes($0) }) else {
             let listed = tokenAudiences.map { "\"\($0.prefix(128))\"" }.joined(separator: ", ")
             throw VerificationError(.invalidAudience, "audience \(listed) is not configured for \(policy.name)")
         }
         return audience
     }
 
+    /// `azp` (OIDC Core 3.1.3.7): when present, one of the provider's authorized parties (default: its audiences).
+    func checkAuthorizedParty(_ reader: ClaimsReader) throws(VerificationError) {
+        guard let party = try reader.string("azp") else { return }
+        let allowed = policy.authorizedParties ?? policy.audiences
+        guard allowed.containsBytes(party) else {
+            throw VerificationError(.invalidAudience, "authorized party (azp) \"\(party.prefix(128))\" is not allowed for \(policy.name)")
+        }
+    }
+
     func checkTenant(_ tenantID: String?) throws(VerificationError) {
+        if case .unset(let hint)? = policy.tenants {
+            throw VerificationError(.tenantNotAllowed, "no tenants are configured for \(policy.name): \(hint)")
+        }
         if let rule = policy.tenants, let tid = tenantID, !rule.allows(tid) {
             throw VerificationError(.tenantNotAllowed, "tenant \(tid) is not allowed for \(policy.name)")
         }

@@ -19,6 +19,10 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case keysUnavailable = "keys_unavailable"
     case invalidRequest = "invalid_request"
     case unknownProvider = "unknown_provider"
+    /// 401: the token's `typ` is not one this provider accepts (an `at+jwt` access token sent as an ID token).
+    case invalidTokenType = "invalid_token_type"
+    /// 403: caller keys are configured and the request carries none or a wrong one.
+    case callerNotAllowed = "caller_not_allowed"
 
     /// True for answers that mean "cannot decide now": never to be shown as a rejected token.
     public var isRetryable: Bool { self == .keysUnavailable || self == .replayStoreUnavailable }

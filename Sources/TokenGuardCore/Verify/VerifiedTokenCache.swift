@@ -4,7 +4,8 @@ import Synchronization
 /// A bounded LRU cache of verified tokens, like Envoy's JWT filter offers: a token seen and verified recently
 /// skips the signature check.
 ///
-/// - Keyed by the whole token: the dictionary hashes it, then compares it exactly — never a hash alone.
+/// - Keyed by the whole token's bytes: the dictionary hashes them, then compares them exactly — never a hash
+///   alone, and never Swift's `String ==`, which would find a canonically equivalent look-alike's entry.
 /// - Positive verdicts only. On every hit the expiry is checked again against the current time and the
 ///   request's nonce is checked against the token's (constant-time), so a hit never accepts what a full
 ///   verification would refuse for those reasons.
@@ -33,7 +34,7 @@ public final class VerifiedTokenCache: Sendable {
             for byte in token.utf8.suffix(32) { hasher.combine(byte) }
         }
 
-        static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token == rhs.token }
+        static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token.sameBytes(as: rhs.token) }
     }
 
     /// One shard: a dictionary from token to slot, and a doubly linked recency list over the slots.

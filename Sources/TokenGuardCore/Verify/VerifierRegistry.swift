@@ -13,6 +13,9 @@ public struct VerifierRegistry: Sendable {
     /// The replay store, when replay protection is on (for readiness).
     public let replayStore: (any ReplayStore)?
     private let clock: @Sendable () -> Int64
+    /// The configured provider names by their bytes: a request's name must match one byte for byte, and from then
+    /// on only the configured name is used (verdicts, metrics, cache and replay keys).
+    private let namesByBytes: [ByteKey: String]
 
     public init(
         verifiers: [String: TokenVerifier], opaqueVerifiers: [String: OpaqueTokenVerifier] = [:], replayGuards: [String: ReplayGuard] = [:],
@@ -24,7 +27,17 @@ public struct VerifierRegistry: Sendable {
         self.replayGuards = replayGuards
         self.replayStore = replayStore
         self.clock = clock
+        var names: [ByteKey: String] = [:]
+        for name in Array(verifiers.keys) + Array(opaqueVerifiers.keys) { names[ByteKey(name)] = name }
+        self.namesByBytes = names
     }
+
+    /// The configured name whose bytes are exactly `requested`, or nil. Swift's `String ==` would also match a
+    /// canonically equivalent spelling (and `[String: _]` lookups do), which is never a provider's name.
+    public func configuredName(_ requested: String) -> String? { namesByBytes[ByteKey(requested)] }
+
+    /// The JWS verifier of a configured provider, by exact bytes.
+    public func verifier(named requested: String) -> TokenVerifier? { configuredName(requested).flatMap { verifiers[$0] } }
 
     public static let systemClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
 
@@ -109,24 +122,52 @@ public struct VerifierRegistry: Sendable {
     /// `at` nil means now, with current keys only; a given `at` verifies a logged JWS as of then (archived keys
     /// allowed within their published window). Opaque tokens can only be checked now.
     public func verify(provider: String, token: String, nonce: String?, at: Int64?) async -> VerificationResult {
+        await verify(provider: provider, token: token, nonce: nonce, at: at, explain: false).result
+    }
+
+    /// One verification, with its explanation when `explain` is set. The signature is checked once and an
+    /// explained request claims the token in the replay store exactly as a plain one does.
+    public func verify(
+        provider requested: String, token: String, nonce: String?, at: Int64?, explain: Bool
+    ) async -> (result: VerificationResult, explanation: Explanation?) {
+        guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
         if let verifier = verifiers[provider] {
-            let result = await verifier.verifyRefreshingKeys(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
+            let (result, explanation) = await verifier.verifyRefreshingKeys(
+                token: token, nonce: nonce, at: at ?? clock(), historical: at != nil, explain: explain)
             // Replay protection runs last, on tokens presented now (a logged token checked at a past time is not a use).
-            guard at == nil, let replay = replayGuards[provider] else { return result }
-            return await replay.check(result, provider: provider, token: token)
+            guard at == nil, let replay = replayGuards[provider] else { return (result, explanation) }
+            let checked = await replay.check(result, provider: provider, token: token)
+            return (checked, explanation.map { Self.withReplay($0, result: result, checked: checked) })
         }
         if let verifier = opaqueVerifiers[provider] {
-            if at != nil { return .failure(VerificationError(.invalidRequest, "\(provider) tokens can only be checked now, not at a past time")) }
-            if nonce != nil { return .failure(VerificationError(.invalidRequest, "\(provider) access tokens carry no nonce; do not send one")) }
-            return await verifier.verify(token: token)
+            let explanation =
+                explain ? Explanation(checks: [Explanation.Check(name: "provider", ok: nil, detail: "opaque tokens are checked by their provider")]) : nil
+            if at != nil { return (.failure(VerificationError(.invalidRequest, "\(provider) tokens can only be checked now, not at a past time")), explanation) }
+            if nonce != nil { return (.failure(VerificationError(.invalidRequest, "\(provider) access tokens carry no nonce; do not send one")), explanation) }
+            return (await verifier.verify(token: token), explanation)
         }
-        return .failure(Self.unknownProvider(provider))
+        return (.failure(Self.unknownProvider(requested)), nil)
+    }
+
+    /// The explanation's replay check, from the claim this very request made.
+    private static func withReplay(_ explanation: Explanation, result: VerificationResult, checked: VerificationResult) -> Explanation {
+        let replay: Explanation.Check
+        switch (result, checked) {
+        case (.failure, _):
+            replay = Explanation.Check(name: "replay", ok: nil, detail: "not run: the token was rejected before the replay check")
+        case (.success, .success):
+            replay = Explanation.Check(name: "replay", ok: true, detail: "first use: claimed in the replay store")
+        case (.success, .failure(let error)):
+            replay = Explanation.Check(name: "replay", ok: error.code == .tokenReplayed ? false : nil, detail: error.description)
+        }
+        return Explanation(checks: explanation.checks.map { $0.name == "replay" ? replay : $0 })
     }
 
     /// Verifies a JWS with the keys in hand, never waiting on the network (hot loops that fetched up front).
     /// Opaque providers need the network: use ``verify(provider:token:nonce:at:)``.
-    public func verifyWithKeysInHand(provider: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
-        guard let verifier = verifiers[provider] else { return opaqueVerifiers[provider] == nil ? .failure(Self.unknownProvider(provider)) : nil }
+    public func verifyWithKeysInHand(provider requested: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
+        guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
+        guard let verifier = verifiers[provider] else { return nil }
         if at == nil && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
         return verifier.verify(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
     }
@@ -140,7 +181,7 @@ public struct VerifierRegistry: Sendable {
 
     /// Fetches one provider's keys, when it fetches them.
     public func prepare(provider: String) async {
-        guard let source = verifiers[provider]?.keySource as? JWKSKeySource else { return }
+        guard let source = verifier(named: provider)?.keySource as? JWKSKeySource else { return }
         await source.refresh()
     }
 
