@@ -6,6 +6,14 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// The modules that call C: every unsafe construct must be marked `unsafe` and reviewed (SE-0458), and an
+/// unmarked one fails the build.
+let memorySafeSettings: [SwiftSetting] =
+    strictSettings + [
+        .strictMemorySafety(),
+        .treatWarning("StrictMemorySafety", as: .error),
+    ]
+
 let package = Package(
     name: "tokenguard",
     platforms: [.macOS(.v14)],
@@ -33,12 +41,12 @@ let package = Package(
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
 
         // A lock ThreadSanitizer can see (see Locked.swift); the only shared-state primitive the modules use.
-        .target(name: "TokenGuardSync", swiftSettings: strictSettings),
+        .target(name: "TokenGuardSync", swiftSettings: memorySafeSettings),
         // The only Swift module that imports COpenSSL.
         .target(
             name: "TokenGuardCrypto",
             dependencies: ["COpenSSL", "TokenGuardSync"],
-            swiftSettings: strictSettings
+            swiftSettings: memorySafeSettings
         ),
         // The verification core: JOSE, keys, claims, provider policies. No HTTP serving, no curl.
         .target(
@@ -56,13 +64,13 @@ let package = Package(
         .target(
             name: "TokenGuardFetch",
             dependencies: ["CCurl", "TokenGuardCore"],
-            swiftSettings: strictSettings
+            swiftSettings: memorySafeSettings
         ),
         // The fleet replay store on Redis: the only Swift module that imports CHiredis.
         .target(
             name: "TokenGuardRedis",
             dependencies: ["CHiredis", "TokenGuardCore"],
-            swiftSettings: strictSettings
+            swiftSettings: memorySafeSettings
         ),
         // The HTTP API on Hummingbird 2: the only module that serves HTTP.
         .target(

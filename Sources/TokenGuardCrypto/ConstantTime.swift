@@ -9,9 +9,9 @@ public enum ConstantTime {
         let right = Array(b)
         guard left.count == right.count else { return false }
         if left.isEmpty { return true }
-        return left.withUnsafeBytes { l in
-            right.withUnsafeBytes { r in
-                CRYPTO_memcmp(l.baseAddress, r.baseAddress, left.count) == 0
+        return unsafe left.withUnsafeBytes { l in
+            unsafe right.withUnsafeBytes { r in
+                unsafe CRYPTO_memcmp(l.baseAddress, r.baseAddress, left.count) == 0
             }
         }
     }

@@ -17,9 +17,9 @@ public enum DigestAlgorithm: Sendable {
 
     var md: OpaquePointer {
         switch self {
-        case .sha256: FetchedDigests.shared.sha256
-        case .sha384: FetchedDigests.shared.sha384
-        case .sha512: FetchedDigests.shared.sha512
+        case .sha256: unsafe FetchedDigests.shared.sha256
+        case .sha384: unsafe FetchedDigests.shared.sha384
+        case .sha512: unsafe FetchedDigests.shared.sha512
         }
     }
 }
@@ -28,7 +28,7 @@ public enum DigestAlgorithm: Sendable {
 ///
 /// `@unchecked Sendable`: the pointers are immutable after init and OpenSSL's `EVP_MD` objects are
 /// reference-counted, read-only and documented as safe to share between threads.
-final class FetchedDigests: @unchecked Sendable {
+@safe final class FetchedDigests: @unchecked Sendable {
     static let shared = FetchedDigests()
     let sha256: OpaquePointer
     let sha384: OpaquePointer
@@ -36,9 +36,9 @@ final class FetchedDigests: @unchecked Sendable {
 
     private init() {
         // Fall back to the legacy constant getters if the explicit fetch is unavailable; both are valid EVP_MDs.
-        sha256 = EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
-        sha384 = EVP_MD_fetch(nil, "SHA384", nil) ?? EVP_sha384()
-        sha512 = EVP_MD_fetch(nil, "SHA512", nil) ?? EVP_sha512()
+        unsafe sha256 = unsafe EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
+        unsafe sha384 = unsafe EVP_MD_fetch(nil, "SHA384", nil) ?? EVP_sha384()
+        unsafe sha512 = unsafe EVP_MD_fetch(nil, "SHA512", nil) ?? EVP_sha512()
     }
 }
 
@@ -49,10 +49,10 @@ public enum SHA256 {
         var size: UInt32 = 0
         let ok: Int32 =
             bytes.withContiguousStorageIfAvailable { buffer in
-                EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
-            } ?? Array(bytes).withUnsafeBufferPointer { buffer in
-                EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
-            }
+                unsafe EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
+            } ?? (unsafe Array(bytes).withUnsafeBufferPointer { buffer in
+                unsafe EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
+            })
         precondition(ok == 1 && size == 32, "EVP_Digest(SHA-256) failed: out of memory")
         return out
     }
@@ -84,7 +84,7 @@ public enum HMAC {
         var length: UInt32 = 0
         let keyBytes = key.isEmpty ? [0] : key
         let messageBytes = message.isEmpty ? [0] : message
-        _ = COpenSSL.HMAC(DigestAlgorithm.sha256.md, keyBytes, Int32(key.count), messageBytes, message.count, &out, &length)
+        _ = unsafe COpenSSL.HMAC(DigestAlgorithm.sha256.md, keyBytes, Int32(key.count), messageBytes, message.count, &out, &length)
         return Array(out.prefix(Int(length)))
     }
 }

@@ -22,7 +22,7 @@ public struct OpenSSLError: Error, Sendable, CustomStringConvertible {
             if code == 0 { break }
             if first.isEmpty {
                 var buffer = [CChar](repeating: 0, count: 256)
-                ERR_error_string_n(code, &buffer, buffer.count)
+                unsafe ERR_error_string_n(code, &buffer, buffer.count)
                 first = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
             }
         }

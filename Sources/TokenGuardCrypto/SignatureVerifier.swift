@@ -35,8 +35,8 @@ public enum SignatureVerifier {
             if key.keyType == .rsa && signature.count != (key.bits + 7) / 8 { return .failure(.badSignatureLength) }
             signatureBytes = Array(signature)
         }
-        let ok = withContiguousBytes(message) { messagePointer, messageCount in
-            verifyDigest(signatureBytes, messagePointer, messageCount, key: key, algorithm: algorithm)
+        let ok = unsafe withContiguousBytes(message) { messagePointer, messageCount in
+            unsafe verifyDigest(signatureBytes, messagePointer, messageCount, key: key, algorithm: algorithm)
         }
         return ok ? .success(()) : .failure(.mismatch)
     }
@@ -46,9 +46,9 @@ public enum SignatureVerifier {
         _ body: (UnsafePointer<UInt8>?, Int) -> R
     ) -> R {
         // OpenSSL wants a valid pointer even for zero bytes, and an empty Swift buffer has none.
-        if bytes.isEmpty { return [UInt8(0)].withUnsafeBufferPointer { body($0.baseAddress, 0) } }
-        if let result = bytes.withContiguousStorageIfAvailable({ body($0.baseAddress, $0.count) }) { return result }
-        return Array(bytes).withUnsafeBufferPointer { body($0.baseAddress, $0.count) }
+        if bytes.isEmpty { return unsafe [UInt8(0)].withUnsafeBufferPointer { unsafe body($0.baseAddress, 0) } }
+        if let result = bytes.withContiguousStorageIfAvailable({ unsafe body($0.baseAddress, $0.count) }) { return result }
+        return unsafe Array(bytes).withUnsafeBufferPointer { unsafe body($0.baseAddress, $0.count) }
     }
 
     private static func verifyDigest(
@@ -63,25 +63,25 @@ public enum SignatureVerifier {
             // EVP_PKEY_CTX: the per-call cost is OpenSSL's verify itself, as in the raw limit.
             var digest = [UInt8](repeating: 0, count: digestAlgorithm.outputByteCount)
             var size: UInt32 = 0
-            guard EVP_Digest(message, messageCount, &digest, &size, digestAlgorithm.md, nil) == 1 else {
+            guard unsafe EVP_Digest(message, messageCount, &digest, &size, digestAlgorithm.md, nil) == 1 else {
                 _ = OpenSSLError.drainErrorQueue()
                 return false
             }
-            return key.withVerifyContext(for: algorithm) { ctx in
-                let result = EVP_PKEY_verify(ctx, signature, signature.count, digest, Int(size))
+            return unsafe key.withVerifyContext(for: algorithm) { ctx in
+                let result = unsafe EVP_PKEY_verify(ctx, signature, signature.count, digest, Int(size))
                 if result != 1 { _ = OpenSSLError.drainErrorQueue() }
                 return result == 1
             } ?? false
         }
         // Ed25519 has no pre-hashed form: copy an initialised context (cheaper than initialising one).
-        guard let template = key.verificationTemplate(for: algorithm), let ctx = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(ctx) }
-        guard EVP_MD_CTX_copy_ex(ctx, template.context) == 1 else {
+        guard let template = key.verificationTemplate(for: algorithm), let ctx = unsafe EVP_MD_CTX_new() else { return false }
+        defer { unsafe EVP_MD_CTX_free(ctx) }
+        guard unsafe EVP_MD_CTX_copy_ex(ctx, template.context) == 1 else {
             _ = OpenSSLError.drainErrorQueue()
             return false
         }
-        let result = signature.withUnsafeBufferPointer { sig in
-            EVP_DigestVerify(ctx, sig.baseAddress, sig.count, message, messageCount)
+        let result = unsafe signature.withUnsafeBufferPointer { sig in
+            unsafe EVP_DigestVerify(ctx, sig.baseAddress, sig.count, message, messageCount)
         }
         if result != 1 { _ = OpenSSLError.drainErrorQueue() }
         return result == 1

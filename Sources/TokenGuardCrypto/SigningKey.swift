@@ -4,7 +4,7 @@ import COpenSSL
 ///
 /// Owns one `EVP_PKEY`; `@unchecked Sendable` for the same reason as ``PublicKey``: immutable pointer,
 /// freed in `deinit`, and every signature uses its own `EVP_MD_CTX`.
-public final class SigningKey: @unchecked Sendable {
+@safe public final class SigningKey: @unchecked Sendable {
     public enum Kind: Sendable, Hashable {
         case rsa(bits: Int)
         case ec(EllipticCurve)
@@ -14,7 +14,7 @@ public final class SigningKey: @unchecked Sendable {
     let pkey: OpaquePointer
     public let kind: Kind
 
-    deinit { EVP_PKEY_free(pkey) }
+    deinit { unsafe EVP_PKEY_free(pkey) }
 
     /// Generates a fresh key.
     public init(generating kind: Kind) throws {
@@ -24,67 +24,73 @@ public final class SigningKey: @unchecked Sendable {
         case .ec: name = "EC"
         case .ed25519: name = "ED25519"
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, name, nil) else { throw OpenSSLError("EVP_PKEY_CTX_new_from_name") }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_keygen_init(ctx) == 1 else { throw OpenSSLError("EVP_PKEY_keygen_init") }
+        guard let ctx = unsafe EVP_PKEY_CTX_new_from_name(nil, name, nil) else { throw OpenSSLError("EVP_PKEY_CTX_new_from_name") }
+        defer { unsafe EVP_PKEY_CTX_free(ctx) }
+        guard unsafe EVP_PKEY_keygen_init(ctx) == 1 else { throw OpenSSLError("EVP_PKEY_keygen_init") }
         switch kind {
         case .rsa(let bits):
-            guard EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, Int32(bits)) == 1 else { throw OpenSSLError("set_rsa_keygen_bits") }
+            guard unsafe EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, Int32(bits)) == 1 else { throw OpenSSLError("set_rsa_keygen_bits") }
         case .ec(let curve):
-            guard EVP_PKEY_CTX_set_group_name(ctx, curve.openSSLGroupName) == 1 else { throw OpenSSLError("set_group_name") }
+            guard unsafe EVP_PKEY_CTX_set_group_name(ctx, curve.openSSLGroupName) == 1 else { throw OpenSSLError("set_group_name") }
         case .ed25519:
             break
         }
         var pkey: OpaquePointer? = nil
-        guard EVP_PKEY_generate(ctx, &pkey) == 1, let pkey else { throw OpenSSLError("EVP_PKEY_generate") }
-        self.pkey = pkey
+        guard unsafe EVP_PKEY_generate(ctx, &pkey) == 1, let pkey = unsafe pkey else { throw OpenSSLError("EVP_PKEY_generate") }
+        unsafe self.pkey = unsafe pkey
         self.kind = kind
     }
 
     /// Loads a PEM private key (PKCS#8 or traditional).
     public init(pem: String) throws {
         let bytes = Array(pem.utf8)
-        guard let bio = BIO_new_mem_buf(bytes, Int32(bytes.count)) else { throw OpenSSLError("BIO_new_mem_buf") }
-        defer { BIO_free(bio) }
-        guard let pkey = PEM_read_bio_PrivateKey(bio, nil, nil, nil) else { throw OpenSSLError("PEM_read_bio_PrivateKey") }
-        self.pkey = pkey
-        switch EVP_PKEY_get_base_id(pkey) {
-        case EVP_PKEY_RSA: kind = .rsa(bits: Int(EVP_PKEY_get_bits(pkey)))
+        guard bytes.count <= Int(Int32.max) else { throw OpenSSLError("PEM too large") }
+        // BIO_new_mem_buf keeps the pointer it is given: the BIO is created, read and freed while the buffer is
+        // pinned by withUnsafeBufferPointer, never after (an array passed as a pointer argument dies with the call).
+        let loaded: OpaquePointer? = unsafe bytes.withUnsafeBufferPointer { buffer in
+            guard let bio = unsafe BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+            defer { unsafe BIO_free(bio) }
+            return unsafe PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let pkey = unsafe loaded else { throw OpenSSLError("PEM_read_bio_PrivateKey") }
+        unsafe self.pkey = unsafe pkey
+        switch unsafe EVP_PKEY_get_base_id(pkey) {
+        case EVP_PKEY_RSA: kind = unsafe .rsa(bits: Int(EVP_PKEY_get_bits(pkey)))
         case EVP_PKEY_ED25519: kind = .ed25519
         case EVP_PKEY_EC:
-            switch EVP_PKEY_get_bits(pkey) {
+            switch unsafe EVP_PKEY_get_bits(pkey) {
             case 256: kind = .ec(.p256)
             case 384: kind = .ec(.p384)
             case 521: kind = .ec(.p521)
             default:
-                EVP_PKEY_free(pkey)
+                unsafe EVP_PKEY_free(pkey)
                 throw OpenSSLError("unsupported EC curve")
             }
         default:
-            EVP_PKEY_free(pkey)
+            unsafe EVP_PKEY_free(pkey)
             throw OpenSSLError("unsupported key type")
         }
     }
 
     /// Signs `message` as `algorithm` would, returning the JWS signature bytes (raw `r || s` for ECDSA).
     public func sign(_ message: [UInt8], algorithm: SignatureAlgorithm) throws -> [UInt8] {
-        guard let ctx = EVP_MD_CTX_new() else { throw OpenSSLError("EVP_MD_CTX_new") }
-        defer { EVP_MD_CTX_free(ctx) }
+        guard let ctx = unsafe EVP_MD_CTX_new() else { throw OpenSSLError("EVP_MD_CTX_new") }
+        defer { unsafe EVP_MD_CTX_free(ctx) }
         var pctx: OpaquePointer? = nil
-        guard EVP_DigestSignInit(ctx, &pctx, algorithm.digest?.md, nil, pkey) == 1 else {
+        guard unsafe EVP_DigestSignInit(ctx, &pctx, algorithm.digest?.md, nil, pkey) == 1 else {
             throw OpenSSLError("EVP_DigestSignInit")
         }
         if algorithm.usesPSS {
-            guard EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1,
-                EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, tg_rsa_pss_saltlen_digest()) == 1
+            guard unsafe EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1,
+                unsafe EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, tg_rsa_pss_saltlen_digest()) == 1
             else { throw OpenSSLError("PSS parameters") }
         }
         var length = 0
         let input = message.isEmpty ? [0] : message
         let inputCount = message.count
-        guard EVP_DigestSign(ctx, nil, &length, input, inputCount) == 1 else { throw OpenSSLError("EVP_DigestSign size") }
+        guard unsafe EVP_DigestSign(ctx, nil, &length, input, inputCount) == 1 else { throw OpenSSLError("EVP_DigestSign size") }
         var signature = [UInt8](repeating: 0, count: length)
-        guard EVP_DigestSign(ctx, &signature, &length, input, inputCount) == 1 else { throw OpenSSLError("EVP_DigestSign") }
+        guard unsafe EVP_DigestSign(ctx, &signature, &length, input, inputCount) == 1 else { throw OpenSSLError("EVP_DigestSign") }
         signature.removeLast(signature.count - length)
         if case .ec(let curve) = kind { return try Self.rawFromDER(signature, curve: curve) }
         return signature
@@ -121,7 +127,7 @@ public final class SigningKey: @unchecked Sendable {
     public func ed25519PublicBytes() throws -> [UInt8] {
         var length = 32
         var out = [UInt8](repeating: 0, count: 32)
-        guard EVP_PKEY_get_raw_public_key(pkey, &out, &length) == 1, length == 32 else {
+        guard unsafe EVP_PKEY_get_raw_public_key(pkey, &out, &length) == 1, length == 32 else {
             throw OpenSSLError("EVP_PKEY_get_raw_public_key")
         }
         return out
@@ -129,55 +135,55 @@ public final class SigningKey: @unchecked Sendable {
 
     /// The public key as a PEM `SubjectPublicKeyInfo` (what libjwt and most libraries take).
     public func publicKeyPEM() throws -> String {
-        guard let bio = BIO_new(BIO_s_mem()) else { throw OpenSSLError("BIO_new") }
-        defer { BIO_free(bio) }
-        guard PEM_write_bio_PUBKEY(bio, pkey) == 1 else { throw OpenSSLError("PEM_write_bio_PUBKEY") }
-        return try Self.string(from: bio)
+        guard let bio = unsafe BIO_new(BIO_s_mem()) else { throw OpenSSLError("BIO_new") }
+        defer { unsafe BIO_free(bio) }
+        guard unsafe PEM_write_bio_PUBKEY(bio, pkey) == 1 else { throw OpenSSLError("PEM_write_bio_PUBKEY") }
+        return try unsafe Self.string(from: bio)
     }
 
     /// The private key as PKCS#8 PEM (for the developer IdP's key file).
     public func privateKeyPEM() throws -> String {
-        guard let bio = BIO_new(BIO_s_mem()) else { throw OpenSSLError("BIO_new") }
-        defer { BIO_free(bio) }
-        guard PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1 else {
+        guard let bio = unsafe BIO_new(BIO_s_mem()) else { throw OpenSSLError("BIO_new") }
+        defer { unsafe BIO_free(bio) }
+        guard unsafe PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1 else {
             throw OpenSSLError("PEM_write_bio_PrivateKey")
         }
-        return try Self.string(from: bio)
+        return try unsafe Self.string(from: bio)
     }
 
     private static func string(from bio: OpaquePointer) throws -> String {
         var data: UnsafeMutablePointer<CChar>? = nil
-        let length = tg_bio_get_mem_data(bio, &data)
-        guard length > 0, let data else { throw OpenSSLError("BIO_get_mem_data") }
-        return data.withMemoryRebound(to: UInt8.self, capacity: length) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+        let length = unsafe tg_bio_get_mem_data(bio, &data)
+        guard length > 0, let data = unsafe data else { throw OpenSSLError("BIO_get_mem_data") }
+        return unsafe data.withMemoryRebound(to: UInt8.self, capacity: length) {
+            unsafe String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
         }
     }
 
     private func bignumParam(_ name: String) throws -> [UInt8] {
         var bn: OpaquePointer? = nil
-        guard EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn else { throw OpenSSLError("EVP_PKEY_get_bn_param(\(name))") }
-        defer { BN_free(bn) }
-        let count = (Int(BN_num_bits(bn)) + 7) / 8
+        guard unsafe EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn = unsafe bn else { throw OpenSSLError("EVP_PKEY_get_bn_param(\(name))") }
+        defer { unsafe BN_free(bn) }
+        let count = unsafe (Int(BN_num_bits(bn)) + 7) / 8
         var out = [UInt8](repeating: 0, count: count)
-        _ = BN_bn2bin(bn, &out)
+        _ = unsafe BN_bn2bin(bn, &out)
         return out
     }
 
     /// DER `ECDSA-Sig-Value` → JWS raw `r || s`, each left-padded to the coordinate length.
     static func rawFromDER(_ der: [UInt8], curve: EllipticCurve) throws -> [UInt8] {
         var cursor: UnsafePointer<UInt8>? = nil
-        let sig: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
-            cursor = buffer.baseAddress
-            return d2i_ECDSA_SIG(nil, &cursor, buffer.count)
+        let sig: OpaquePointer? = unsafe der.withUnsafeBufferPointer { buffer in
+            unsafe cursor = buffer.baseAddress
+            return unsafe d2i_ECDSA_SIG(nil, &cursor, buffer.count)
         }
-        guard let sig else { throw OpenSSLError("d2i_ECDSA_SIG") }
-        defer { ECDSA_SIG_free(sig) }
+        guard let sig = unsafe sig else { throw OpenSSLError("d2i_ECDSA_SIG") }
+        defer { unsafe ECDSA_SIG_free(sig) }
         let size = curve.coordinateByteCount
         var out = [UInt8](repeating: 0, count: 2 * size)
-        out.withUnsafeMutableBufferPointer { buffer in
-            _ = BN_bn2binpad(ECDSA_SIG_get0_r(sig), buffer.baseAddress, Int32(size))
-            _ = BN_bn2binpad(ECDSA_SIG_get0_s(sig), buffer.baseAddress! + size, Int32(size))
+        unsafe out.withUnsafeMutableBufferPointer { buffer in
+            _ = unsafe BN_bn2binpad(ECDSA_SIG_get0_r(sig), buffer.baseAddress, Int32(size))
+            _ = unsafe BN_bn2binpad(ECDSA_SIG_get0_s(sig), buffer.baseAddress! + size, Int32(size))
         }
         return out
     }

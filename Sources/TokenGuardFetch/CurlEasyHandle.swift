@@ -5,53 +5,53 @@ import TokenGuardCore
 ///
 /// Reusing the handle across requests (`curl_easy_reset` keeps its connection cache and TLS sessions) is what
 /// makes repeated fetches from the same provider cheap.
-final class CurlEasyHandle {
+@safe final class CurlEasyHandle {
     let raw: UnsafeMutableRawPointer
 
     init() throws(FetchError) {
         _ = CurlGlobal.initialised
-        guard let handle = curl_easy_init() else { throw FetchError(.transport, "curl_easy_init failed") }
-        raw = handle
+        guard let handle = unsafe curl_easy_init() else { throw FetchError(.transport, "curl_easy_init failed") }
+        unsafe raw = unsafe handle
     }
 
-    deinit { curl_easy_cleanup(raw) }
+    deinit { unsafe curl_easy_cleanup(raw) }
 
-    func reset() { curl_easy_reset(raw) }
+    func reset() { unsafe curl_easy_reset(raw) }
 
     func set(_ option: CURLoption, _ value: Int) throws(FetchError) {
-        try check(tg_curl_easy_setopt_long(raw, option, value), option)
+        try unsafe check(tg_curl_easy_setopt_long(raw, option, value), option)
     }
 
     /// libcurl copies string options, so the Swift string need only live for the call.
     func set(_ option: CURLoption, _ value: String) throws(FetchError) {
-        try check(tg_curl_easy_setopt_string(raw, option, value), option)
+        try unsafe check(tg_curl_easy_setopt_string(raw, option, value), option)
     }
 
     func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) throws(FetchError) {
-        try check(tg_curl_easy_setopt_ptr(raw, option, pointer), option)
+        try unsafe check(tg_curl_easy_setopt_ptr(raw, option, pointer), option)
     }
 
     func set(headers list: CurlHeaderList) throws(FetchError) {
-        try check(tg_curl_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, list.raw), CURLOPT_HTTPHEADER)
+        try unsafe check(tg_curl_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, list.raw), CURLOPT_HTTPHEADER)
     }
 
     func setWriteCallback(_ callback: curl_write_callback) throws(FetchError) {
-        try check(tg_curl_easy_setopt_write_callback(raw, callback), CURLOPT_WRITEFUNCTION)
+        try unsafe check(tg_curl_easy_setopt_write_callback(raw, callback), CURLOPT_WRITEFUNCTION)
     }
 
     func setHeaderCallback(_ callback: curl_write_callback) throws(FetchError) {
-        try check(tg_curl_easy_setopt_header_callback(raw, callback), CURLOPT_HEADERFUNCTION)
+        try unsafe check(tg_curl_easy_setopt_header_callback(raw, callback), CURLOPT_HEADERFUNCTION)
     }
 
     func responseCode() -> Int {
         var code = 0
-        _ = tg_curl_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
+        _ = unsafe tg_curl_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
         return code
     }
 
     private func check(_ code: CURLcode, _ option: CURLoption) throws(FetchError) {
         guard code == CURLE_OK else {
-            throw FetchError(.transport, "curl_easy_setopt(\(option.rawValue)): \(String(cString: curl_easy_strerror(code)))")
+            throw FetchError(.transport, unsafe "curl_easy_setopt(\(option.rawValue)): \(String(cString: curl_easy_strerror(code)))")
         }
     }
 }
@@ -66,12 +66,12 @@ enum CurlGlobal {
 }
 
 /// Owns a `curl_slist` of request headers; it must outlive the transfer that uses it.
-final class CurlHeaderList {
+@safe final class CurlHeaderList {
     private(set) var raw: UnsafeMutablePointer<curl_slist>?
 
     init(_ headers: [(String, String)]) {
-        for (name, value) in headers { raw = curl_slist_append(raw, "\(name): \(value)") }
+        for (name, value) in headers { unsafe raw = unsafe curl_slist_append(raw, "\(name): \(value)") }
     }
 
-    deinit { curl_slist_free_all(raw) }
+    deinit { unsafe curl_slist_free_all(raw) }
 }

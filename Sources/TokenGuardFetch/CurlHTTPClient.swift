@@ -52,8 +52,8 @@ public final class CurlHTTPClient: HTTPFetching {
     ) throws(FetchError) -> HTTPResponse {
         handle.reset()
         let state = TransferState(maximumBytes: request.maximumResponseBytes)
-        let unmanaged = Unmanaged.passRetained(state)
-        defer { unmanaged.release() }
+        let unmanaged = unsafe Unmanaged.passRetained(state)
+        defer { unsafe unmanaged.release() }
         let headerList = CurlHeaderList(request.headers + [("Expect", "")])
         try handle.set(CURLOPT_URL, request.url)
         try handle.set(CURLOPT_PROTOCOLS_STR, allowPlainHTTP ? "http,https" : "https")
@@ -70,27 +70,27 @@ public final class CurlHTTPClient: HTTPFetching {
         try handle.set(CURLOPT_USERAGENT, configuration.userAgent)
         try handle.set(CURLOPT_MAXFILESIZE, request.maximumResponseBytes)
         try handle.set(headers: headerList)
-        try handle.setWriteCallback(curlWriteCallback)
-        try handle.set(CURLOPT_WRITEDATA, pointer: unmanaged.toOpaque())
-        try handle.setHeaderCallback(curlHeaderCallback)
-        try handle.set(CURLOPT_HEADERDATA, pointer: unmanaged.toOpaque())
+        try unsafe handle.setWriteCallback(curlWriteCallback)
+        try unsafe handle.set(CURLOPT_WRITEDATA, pointer: unmanaged.toOpaque())
+        try unsafe handle.setHeaderCallback(curlHeaderCallback)
+        try unsafe handle.set(CURLOPT_HEADERDATA, pointer: unmanaged.toOpaque())
         let body = request.body ?? []
         if request.method == .post {
             try handle.set(CURLOPT_POST, 1)
             try handle.set(CURLOPT_POSTFIELDSIZE, body.count)
         }
-        let code: CURLcode = body.withUnsafeBytes { raw in
+        let code: CURLcode = unsafe body.withUnsafeBytes { raw in
             if request.method == .post {
-                _ = tg_curl_easy_setopt_ptr(handle.raw, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
+                _ = unsafe tg_curl_easy_setopt_ptr(handle.raw, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
             }
-            return curl_easy_perform(handle.raw)
+            return unsafe curl_easy_perform(handle.raw)
         }
         guard code == CURLE_OK else { throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes) }
         return HTTPResponse(status: handle.responseCode(), headers: state.headers, body: state.body)
     }
 
     static func error(for code: CURLcode, exceeded: Bool, limit: Int) -> FetchError {
-        let text = String(cString: curl_easy_strerror(code))
+        let text = unsafe String(cString: curl_easy_strerror(code))
         if exceeded || code == CURLE_FILESIZE_EXCEEDED { return FetchError(.tooLarge, "response larger than \(limit) bytes") }
         switch code {
         case CURLE_OPERATION_TIMEDOUT: return FetchError(.timeout, text)

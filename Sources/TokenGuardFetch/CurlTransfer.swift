@@ -14,26 +14,26 @@ final class TransferState {
 /// libcurl's write callback: appends to the body, or aborts the transfer (by returning a short count) once the
 /// response would exceed the limit, so an oversized document is never held in memory.
 let curlWriteCallback: curl_write_callback = { data, size, count, userdata in
-    guard let data, let userdata else { return 0 }
-    let state = Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue()
+    guard let data = unsafe data, let userdata = unsafe userdata else { return 0 }
+    let state = unsafe Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue()
     let total = size * count
     if state.body.count + total > state.maximumBytes {
         state.exceeded = true
         return 0
     }
-    data.withMemoryRebound(to: UInt8.self, capacity: total) { bytes in
-        state.body.append(contentsOf: UnsafeBufferPointer(start: bytes, count: total))
+    unsafe data.withMemoryRebound(to: UInt8.self, capacity: total) { bytes in
+        unsafe state.body.append(contentsOf: UnsafeBufferPointer(start: bytes, count: total))
     }
     return total
 }
 
 /// libcurl's header callback: one header line per call. A status line starts a new response (after a redirect).
 let curlHeaderCallback: curl_write_callback = { data, size, count, userdata in
-    guard let data, let userdata else { return 0 }
-    let state = Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue()
+    guard let data = unsafe data, let userdata = unsafe userdata else { return 0 }
+    let state = unsafe Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue()
     let total = size * count
-    let line = data.withMemoryRebound(to: UInt8.self, capacity: total) { bytes in
-        String(decoding: UnsafeBufferPointer(start: bytes, count: total), as: UTF8.self)
+    let line = unsafe data.withMemoryRebound(to: UInt8.self, capacity: total) { bytes in
+        unsafe String(decoding: UnsafeBufferPointer(start: bytes, count: total), as: UTF8.self)
     }
     if line.hasPrefix("HTTP/") {
         state.headers.removeAll()

@@ -81,7 +81,7 @@ enum RedisReply: Sendable, Equatable {
 }
 
 /// Owns one `redisContext` (one connection), dialled lazily and re-dialled after any error.
-final class RedisConnection {
+@safe final class RedisConnection {
     let host: String
     let port: Int
     let connectTimeout: timeval
@@ -98,8 +98,8 @@ final class RedisConnection {
     deinit { drop() }
 
     private func drop() {
-        if let context { redisFree(context) }
-        context = nil
+        if let context = unsafe context { unsafe redisFree(context) }
+        unsafe context = nil
     }
 
     /// Sends a command. A pooled connection may have gone stale (Redis restarted since): on an I/O error or EOF
@@ -115,33 +115,33 @@ final class RedisConnection {
 
     private func attempt(_ arguments: [String]) -> RedisReply {
         lastErrorWasConnection = false
-        if context == nil {
-            guard let fresh = redisConnectWithTimeout(host, Int32(port), connectTimeout) else { return .failure("cannot allocate a connection") }
-            if fresh.pointee.err != 0 {
-                let message = withUnsafePointer(to: fresh.pointee.errstr) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-                redisFree(fresh)
+        if unsafe context == nil {
+            guard let fresh = unsafe redisConnectWithTimeout(host, Int32(port), connectTimeout) else { return .failure("cannot allocate a connection") }
+            if unsafe fresh.pointee.err != 0 {
+                let message = unsafe withUnsafePointer(to: fresh.pointee.errstr) { unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+                unsafe redisFree(fresh)
                 return .failure(message)
             }
-            _ = redisSetTimeout(fresh, commandTimeout)
-            context = fresh
+            _ = unsafe redisSetTimeout(fresh, commandTimeout)
+            unsafe context = unsafe fresh
         }
-        guard let context else { return .failure("no connection") }
-        let cStrings = arguments.map { strdup($0) }
-        defer { for pointer in cStrings { free(pointer) } }
-        var argv: [UnsafePointer<CChar>?] = cStrings.map { UnsafePointer($0) }
+        guard let context = unsafe context else { return .failure("no connection") }
+        let cStrings = unsafe arguments.map { unsafe strdup($0) }
+        defer { for unsafe pointer in unsafe cStrings { unsafe free(pointer) } }
+        var argv: [UnsafePointer<CChar>?] = unsafe cStrings.map { unsafe UnsafePointer($0) }
         var lengths: [Int] = arguments.map { $0.utf8.count }
-        guard let raw = redisCommandArgv(context, Int32(arguments.count), &argv, &lengths) else {
-            let message = withUnsafePointer(to: context.pointee.errstr) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-            lastErrorWasConnection = context.pointee.err == REDIS_ERR_IO || context.pointee.err == REDIS_ERR_EOF
+        guard let raw = unsafe redisCommandArgv(context, Int32(arguments.count), &argv, &lengths) else {
+            let message = unsafe withUnsafePointer(to: context.pointee.errstr) { unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            lastErrorWasConnection = unsafe context.pointee.err == REDIS_ERR_IO || context.pointee.err == REDIS_ERR_EOF
             drop()  // the connection is unusable after an I/O error: re-dial next time
             return .failure(message.isEmpty ? "connection lost" : message)
         }
-        defer { freeReplyObject(raw) }
-        let reply = raw.assumingMemoryBound(to: redisReply.self).pointee
-        switch reply.type {
-        case REDIS_REPLY_INTEGER: return .integer(Int64(reply.integer))
-        case REDIS_REPLY_STATUS: return .status(reply.str.map { String(cString: $0) } ?? "")
-        case REDIS_REPLY_ERROR: return .failure(reply.str.map { String(cString: $0) } ?? "error reply")
+        defer { unsafe freeReplyObject(raw) }
+        let reply = unsafe raw.assumingMemoryBound(to: redisReply.self).pointee
+        switch unsafe reply.type {
+        case REDIS_REPLY_INTEGER: return unsafe .integer(Int64(reply.integer))
+        case REDIS_REPLY_STATUS: return unsafe .status(reply.str.map { unsafe String(cString: $0) } ?? "")
+        case REDIS_REPLY_ERROR: return unsafe .failure(reply.str.map { unsafe String(cString: $0) } ?? "error reply")
         default: return .other
         }
     }

@@ -11,6 +11,9 @@
 /// access as a race, even in a trivially correct program; that would bury any real race. pthread mutexes are
 /// intercepted by TSan, so `scripts/sanitize.sh thread` sees the real happens-before edges. The cost is one
 /// allocation per lock, made once.
+///
+/// `@safe`: the mutex pointer is allocated in `init`, freed in `deinit`, and never leaves the class.
+@safe
 public final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is only read or written with `mutex` held.
     private var value: Value
@@ -18,15 +21,15 @@ public final class Locked<Value>: @unchecked Sendable {
 
     public init(_ value: Value) {
         self.value = value
-        mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        unsafe mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        unsafe mutex.initialize(to: pthread_mutex_t())
+        unsafe pthread_mutex_init(mutex, nil)
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        unsafe pthread_mutex_destroy(mutex)
+        unsafe mutex.deinitialize(count: 1)
+        unsafe mutex.deallocate()
     }
 
     /// Runs `body` with the value, holding the lock. Keep `body` short; never call out to unknown code.
@@ -42,6 +45,6 @@ public final class Locked<Value>: @unchecked Sendable {
         _modify { yield &value }
     }
 
-    @usableFromInline func lock() { pthread_mutex_lock(mutex) }
-    @usableFromInline func unlock() { pthread_mutex_unlock(mutex) }
+    @usableFromInline func lock() { unsafe pthread_mutex_lock(mutex) }
+    @usableFromInline func unlock() { unsafe pthread_mutex_unlock(mutex) }
 }

@@ -100,7 +100,7 @@ enum DemoConfiguration {
                 settings: .jws(.facebookLimited(audiences: [DevTokenMinter.defaultAudiences[.facebookLimited] ?? ""]), .jwksURL(jwksURL)), devIdP: true),
             ProviderConfiguration(
                 name: "microsoft", kind: .microsoft,
-                settings: .jws(.microsoft(audiences: [DevTokenMinter.defaultAudiences[.microsoft] ?? ""]), .jwksURL(jwksURL)), devIdP: true),
+                settings: .jws(.microsoft(audiences: [DevTokenMinter.defaultAudiences[.microsoft] ?? ""], tenants: .any), .jwksURL(jwksURL)), devIdP: true),
         ]
     }
 

@@ -73,8 +73,8 @@ struct RealTokenTests {
         let jwks = JSONWriter.string(try #require(try JSONParser.parseObject(Array(data))["jwks"]))
         let others: [ProviderPolicy] =
             real.provider == "apple"
-            ? [.facebookLimited(audiences: [real.aud]), .microsoft(audiences: [real.aud])]
-            : [.apple(audiences: [real.aud]), .microsoft(audiences: [real.aud])]
+            ? [.facebookLimited(audiences: [real.aud]), .microsoft(audiences: [real.aud], tenants: .any)]
+            : [.apple(audiences: [real.aud]), .microsoft(audiences: [real.aud], tenants: .any)]
         for var policy in others {
             policy.nonceRequired = false
             let result = try Verifiers.make(policy, jwks: jwks).verify(token: real.token, nonce: nil, at: real.iat + 60)

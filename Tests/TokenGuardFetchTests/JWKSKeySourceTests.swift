@@ -289,10 +289,10 @@ struct JWKSKeySourceTests {
             default: return FakeHTTPServer.Response(status: 404)
             }
         }
-        let good = JWKSKeySource(provider: "corp", location: .discovery(issuer: issuer), fetcher: Self.client())
+        let good = JWKSKeySource(provider: "corp", location: .discovery(issuer: issuer, devIdP: true), fetcher: Self.client())
         #expect(try await good.refresh().get().contains(keyID: key.keyID))
         documentIssuer.jwks.withLock { $0 = "https://evil.example" }
-        let bad = JWKSKeySource(provider: "corp", location: .discovery(issuer: issuer), fetcher: Self.client())
+        let bad = JWKSKeySource(provider: "corp", location: .discovery(issuer: issuer, devIdP: true), fetcher: Self.client())
         guard case .failure(let error) = await bad.refresh() else {
             Issue.record("a discovery document naming another issuer must be refused")
             return

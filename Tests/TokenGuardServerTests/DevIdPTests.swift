@@ -47,7 +47,7 @@ struct DevIdPTests {
         for (kind, audience) in [("microsoft", "11111111-2222-4333-8444-555555555555"), ("facebook_limited", "1234567890")] {
             let minted = try BinaryRunner.run(["mint", "--provider", kind, "--nonce", "n-2", "--state-dir", stateDir])
             let config = try workspace.write(
-                "\(kind).yaml", "providers:\n  \(kind): { audiences: [\"\(audience)\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\", dev_idp: true }\n")
+                "\(kind).yaml", "providers:\n  \(kind): { audiences: [\"\(audience)\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\", dev_idp: true\(kind == "microsoft" ? ", tenants: [\"*\"]" : "") }\n")
             let result = try BinaryRunner.run(
                 ["verify", "--config", config, "--provider", kind, "--token", minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "--nonce", "n-2"])
             #expect(result.status == 0, "\(kind): \(result.stdout)")

@@ -90,8 +90,10 @@ public struct ProviderConfiguration: Sendable {
     public enum KeyLocation: Sendable, Equatable {
         case jwksURL(String)
         case jwksFile(String)
-        /// Found through `{issuer}/.well-known/openid-configuration` (kind `oidc` with only an `issuer`).
-        case discovery(issuer: String)
+        /// Found through `{issuer}/.well-known/openid-configuration` (kind `oidc` with only an `issuer`). The
+        /// discovered `jwks_uri` must be https on the issuer's host or one of `jwksHosts` (plain http only to the
+        /// issuer's own loopback host, with `dev_idp`).
+        case discovery(issuer: String, jwksHosts: [String], devIdP: Bool)
     }
 }
 
@@ -223,6 +225,7 @@ extension Configuration {
         guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
         let fields = try node.mapping(allowed: [
             "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp", "replay",
+            "jwks_hosts", "token_types", "authorized_parties",
         ])
         let devIdP = try fields["dev_idp"]?.bool() ?? false
         let replayOptOut = try (fields["replay"]?.bool()).map { !$0 } ?? false
@@ -237,12 +240,14 @@ extension Configuration {
         case .apple: policy = .apple(name: name, audiences: audiences)
         case .facebookLimited: policy = .facebookLimited(name: name, audiences: audiences)
         case .microsoft:
-            var rule = TenantRule.any
-            if let tenantsNode = fields["tenants"] {
-                guard let parsed = TenantRule.parse(try tenantsNode.stringList()) else {
-                    throw ConfigError(tenantsNode.key, "must be [\"*\"], [\"organizations\"], [\"consumers\"] or a list of tenant GUIDs")
-                }
-                rule = parsed
+            // Required: a Microsoft app that names no tenant would accept every Entra tenant's users ("*" says so).
+            guard let tenantsNode = fields["tenants"] else {
+                throw ConfigError(
+                    "\(node.key).tenants",
+                    "is required for kind microsoft: list your tenant GUIDs, or \"organizations\", \"consumers\" or \"*\" to accept every tenant")
+            }
+            guard let rule = TenantRule.parse(try tenantsNode.stringList()) else {
+                throw ConfigError(tenantsNode.key, "must be [\"*\"], [\"organizations\"], [\"consumers\"] or a list of tenant GUIDs")
             }
             policy = .microsoft(name: name, audiences: audiences, tenants: rule)
         case .oidc:
@@ -256,6 +261,7 @@ extension Configuration {
             policy.issuers = kind == .microsoft ? .tenantTemplate(issuer) : .exact([issuer])
         }
         if kind != .microsoft, let tenants = fields["tenants"] { throw ConfigError(tenants.key, "only applies to kind microsoft") }
+        if kind != .oidc, let hosts = fields["jwks_hosts"] { throw ConfigError(hosts.key, "only applies to kind oidc (discovered keys)") }
         if let nonceNode = fields["nonce"] {
             guard let mode = NonceMode(rawValue: try nonceNode.string()) else { throw ConfigError(nonceNode.key, "must be sha256 or raw") }
             policy.nonceMode = mode
@@ -271,6 +277,27 @@ extension Configuration {
             }
             guard !algorithms.isEmpty else { throw ConfigError(algorithmsNode.key, "must not be empty") }
             policy.algorithms = algorithms
+        }
+        if let typesNode = fields["token_types"] {
+            let types = try typesNode.stringList()
+            guard !types.isEmpty, types.allSatisfy({ $0.utf8.count <= 64 && $0.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F } }) else {
+                throw ConfigError(typesNode.key, "must be a non-empty list of ASCII typ values (\"\" stands for no typ)")
+            }
+            policy.tokenTypes = types.map(ASCII.lowercased)
+        }
+        if let partiesNode = fields["authorized_parties"] {
+            let parties = try partiesNode.stringList()
+            guard !parties.isEmpty, parties.allSatisfy({ !$0.isEmpty }) else {
+                throw ConfigError(partiesNode.key, "must be a non-empty list of non-empty strings")
+            }
+            policy.authorizedParties = parties
+        }
+        var jwksHosts: [String] = []
+        if let hostsNode = fields["jwks_hosts"] {
+            jwksHosts = try hostsNode.stringList().map(ASCII.lowercased)
+            guard jwksHosts.allSatisfy(OutboundURL.isPlausibleHost) else {
+                throw ConfigError(hostsNode.key, "must be a list of host names (no scheme, path or port)")
+            }
         }
         policy.leewaySeconds = defaults.leewaySeconds
         policy.maxTokenBytes = defaults.maxTokenBytes
@@ -293,7 +320,7 @@ extension Configuration {
                 guard case .exact(let issuers) = policy.issuers, let issuer = issuers.first else {
                     throw ConfigError("\(node.key).jwks_url", "is required")
                 }
-                keys = .discovery(issuer: issuer)
+                keys = .discovery(issuer: issuer, jwksHosts: jwksHosts, devIdP: devIdP)
             default: throw ConfigError("\(node.key).jwks_url", "is required for kind \(kind.rawValue) (or jwks_file)")
             }
         }
@@ -415,13 +442,13 @@ extension Configuration {
     /// The service's configuration with no config file: Apple, Facebook Limited Login and Microsoft with their
     /// real JWKS, audiences from `TOKENGUARD_APPLE_AUDIENCES`, `TOKENGUARD_FACEBOOK_LIMITED_AUDIENCES` and
     /// `TOKENGUARD_MICROSOFT_AUDIENCES` (comma-separated) and tenants from `TOKENGUARD_MICROSOFT_TENANTS`
-    /// (default `*`). A provider with no audiences answers every token `invalid_audience`, saying what to set.
+    /// (without it every Microsoft token is `tenant_not_allowed`, saying what to set). A provider with no audiences answers every token `invalid_audience`, saying what to set.
     public static func builtInDefaults(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> Configuration {
         func list(_ name: String) -> [String] {
             (environment[name] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
         var configuration = Configuration()
-        var tenants = TenantRule.any
+        var tenants = TenantRule.unset(hint: "set TOKENGUARD_MICROSOFT_TENANTS to your tenant GUIDs (or organizations, consumers, *)")
         let tenantList = list("TOKENGUARD_MICROSOFT_TENANTS")
         if !tenantList.isEmpty {
             guard let rule = TenantRule.parse(tenantList) else { throw ConfigError("TOKENGUARD_MICROSOFT_TENANTS", "must be *, organizations, consumers or tenant GUIDs") }

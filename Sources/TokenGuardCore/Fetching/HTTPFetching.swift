@@ -74,8 +74,10 @@ public enum OutboundURL {
 
     /// The URL's scheme and host, or an error saying why it may not be called.
     public static func validate(_ url: String) throws(FetchError) -> (scheme: String, host: String) {
+        // A URL is ASCII (IDNs travel punycoded); Unicode case mapping would let U+212A KELVIN SIGN pass for "k".
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw FetchError(.invalidURL, "the URL has a byte outside printable ASCII") }
         guard let schemeEnd = url.firstRange(of: "://") else { throw FetchError(.invalidURL, "not an absolute URL") }
-        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        let scheme = ASCII.lowercased(String(url[..<schemeEnd.lowerBound]))
         let rest = url[schemeEnd.upperBound...]
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         guard !authority.contains("@") else { throw FetchError(.invalidURL, "credentials in the URL are not allowed") }
@@ -85,7 +87,7 @@ public enum OutboundURL {
         } else if let colon = host.lastIndex(of: ":") {
             host = String(host[..<colon])
         }
-        host = host.lowercased()
+        host = ASCII.lowercased(host)
         guard !host.isEmpty else { throw FetchError(.invalidURL, "no host") }
         switch scheme {
         case "https": return (scheme, host)
@@ -93,5 +95,35 @@ public enum OutboundURL {
         case "http": throw FetchError(.invalidURL, "plain http is allowed only to loopback addresses; use https")
         default: throw FetchError(.invalidURL, "scheme \(scheme) is not allowed")
         }
+    }
+}
+
+extension OutboundURL {
+    /// A host name or address as `jwks_hosts` lists it: ASCII letters, digits, `-`, `.` (or a bracketed IPv6 address).
+    public static func isPlausibleHost(_ host: String) -> Bool {
+        let bytes = Array(host.utf8)
+        guard !bytes.isEmpty, bytes.count <= 253 else { return false }
+        if bytes.first == UInt8(ascii: "[") { return bytes.last == UInt8(ascii: "]") && bytes.count > 2 }
+        return bytes.allSatisfy { CompactJWSAlphabet.isAllowed($0) && $0 != UInt8(ascii: "_") }
+    }
+
+    /// The rule for a `jwks_uri` found through discovery (OIDC Discovery hands us a URL from the network): https
+    /// to the issuer's own host or a host the provider lists in `jwks_hosts`; plain http only with `dev_idp`, and then
+    /// only to the issuer's own loopback host. Returns the URL, or why it is refused.
+    public static func validateDiscoveredJWKS(_ jwksURI: String, issuer: String, jwksHosts: [String], devIdP: Bool) throws(FetchError) -> String {
+        let (scheme, host) = try validate(jwksURI)
+        let issuerHost = try validate(issuer).host
+        switch scheme {
+        case "https":
+            guard host.sameBytes(as: issuerHost) || jwksHosts.containsBytes(host) else {
+                throw FetchError(
+                    .invalidURL, "host \(host.prefix(128)) is neither the issuer's (\(issuerHost)) nor listed in jwks_hosts")
+            }
+        default:
+            guard devIdP, host.sameBytes(as: issuerHost) else {
+                throw FetchError(.invalidURL, "a discovered jwks_uri must use https (plain http only to the dev IdP issuer's own host)")
+            }
+        }
+        return jwksURI
     }
 }

@@ -18,7 +18,8 @@ public final class JWKSKeySource: KeySource {
     /// Where the JWKS lives: a URL, or found through the issuer's OpenID discovery document.
     public enum Location: Sendable, Equatable {
         case jwks(String)
-        case discovery(issuer: String)
+        /// The discovered `jwks_uri` must pass ``OutboundURL/validateDiscoveredJWKS(_:issuer:jwksHosts:devIdP:)``.
+        case discovery(issuer: String, jwksHosts: [String] = [], devIdP: Bool = false)
     }
 
     public let provider: String
@@ -285,7 +286,7 @@ public final class JWKSKeySource: KeySource {
 
     private func resolveJWKSURL() async throws -> String {
         if let url = state.withLock({ $0.jwksURL }) { return url }
-        guard case .discovery(let issuer) = location else { throw FetchFailure("no JWKS URL", outcome: "config") }
+        guard case .discovery(let issuer, let jwksHosts, let devIdP) = location else { throw FetchFailure("no JWKS URL", outcome: "config") }
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         let response = try await fetcher.send(
             HTTPRequest(url: base + "/.well-known/openid-configuration", headers: [("Accept", "application/json")], maximumResponseBytes: 1 << 20))
@@ -294,12 +295,12 @@ public final class JWKSKeySource: KeySource {
             throw FetchFailure("discovery document is not a JSON object", outcome: "malformed")
         }
         // OpenID Connect Discovery §4.3: the issuer in the document must be exactly the one configured.
-        guard document["issuer"]?.stringValue == issuer else {
+        guard let documentIssuer = document["issuer"]?.stringValue, documentIssuer.sameBytes(as: issuer) else {
             throw FetchFailure("discovery document names issuer \(document["issuer"].map { JSONWriter.string($0) } ?? "none"), not \(issuer)", outcome: "malformed")
         }
         guard let jwksURI = document["jwks_uri"]?.stringValue else { throw FetchFailure("discovery document has no jwks_uri", outcome: "malformed") }
         do {
-            _ = try OutboundURL.validate(jwksURI)
+            _ = try OutboundURL.validateDiscoveredJWKS(jwksURI, issuer: issuer, jwksHosts: jwksHosts, devIdP: devIdP)
         } catch {
             throw FetchFailure("discovery jwks_uri refused: \(error.message)", outcome: "malformed")
         }

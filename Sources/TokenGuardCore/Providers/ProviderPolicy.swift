@@ -160,7 +160,7 @@ public struct ProviderPolicy: Sendable {
     }
 
     /// Microsoft identity platform v2.0: RS256, issuer from the token's `tid`, tenant allow-list, raw nonce, `oid` as user id.
-    public static func microsoft(name: String = "microsoft", audiences: [String], tenants: TenantRule = .any) -> ProviderPolicy {
+    public static func microsoft(name: String = "microsoft", audiences: [String], tenants: TenantRule) -> ProviderPolicy {
         ProviderPolicy(
             name: name, kind: .microsoft, issuers: .tenantTemplate(microsoftIssuerTemplate), audiences: audiences,
             algorithms: [.rs256], nonceMode: .raw, nonceRequired: false, tenants: tenants, userIDClaim: "oid",

@@ -100,9 +100,11 @@ public struct VerifierRegistry: Sendable {
         case .jwksURL(let url):
             guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) are at \(url), and no fetcher is configured") }
             return JWKSKeySource(provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive)
-        case .discovery(let issuer):
+        case .discovery(let issuer, let jwksHosts, let devIdP):
             guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) need discovery at \(issuer), and no fetcher is configured") }
-            return JWKSKeySource(provider: name, location: .discovery(issuer: issuer), fetcher: fetcher, policy: configuration.keyFetch, archive: archive)
+            return JWKSKeySource(
+                provider: name, location: .discovery(issuer: issuer, jwksHosts: jwksHosts, devIdP: devIdP), fetcher: fetcher,
+                policy: configuration.keyFetch, archive: archive)
         }
     }
 
