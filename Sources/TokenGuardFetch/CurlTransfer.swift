@@ -38,7 +38,7 @@ let curlHeaderCallback: curl_write_callback = { data, size, count, userdata in
     if line.hasPrefix("HTTP/") {
         state.headers.removeAll()
     } else if let colon = line.firstIndex(of: ":"), state.headers.count < 200 {
-        let name = line[..<colon].lowercased()
+        let name = ASCII.lowercased(String(line[..<colon]))
         let value = line[line.index(after: colon)...].trimmingWhitespace()
         state.headers.append((name, value))
     }

@@ -13,6 +13,8 @@ public struct ServerSettings: Sendable {
     public var idleTimeoutSeconds = 30
     /// Seconds suggested in `Retry-After` when keys or a provider are unavailable.
     public var retryAfterSeconds = 5
+    /// When set, `/v1/` requests need `X-Tokenguard-Key` (config `server.caller_keys_env` / `caller_keys_file`).
+    public var callerKeys: CallerKeys? = nil
 
     public init() {}
 
@@ -22,5 +24,6 @@ public struct ServerSettings: Sendable {
         maximumBatchItems = limits.maximumBatchItems
         requestTimeoutSeconds = limits.requestTimeoutSeconds
         idleTimeoutSeconds = limits.idleTimeoutSeconds
+        callerKeys = limits.callerKeys
     }
 }

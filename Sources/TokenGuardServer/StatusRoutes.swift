@@ -28,9 +28,10 @@ struct StatusRoutes: Sendable {
                 let status = verifier.keySource.status
                 entry.set("usable", .bool(status.usable))
                 entry.set("key_ids", .array(status.keyIDs.map(JSONValue.string)))
-                entry.set("fetched_at", status.fetchedAt.map { .integer(Int64($0)) } ?? .null)
-                entry.set("expires_at", status.expiresAt.map { .integer(Int64($0)) } ?? .null)
+                entry.set("fetched_at", status.fetchedAt.flatMap { Int64(exactly: $0.rounded(.down)) }.map(JSONValue.integer) ?? .null)
+                entry.set("expires_at", status.expiresAt.flatMap { Int64(exactly: $0.rounded(.down)) }.map(JSONValue.integer) ?? .null)
                 entry.set("last_error", status.lastError.map(JSONValue.string) ?? .null)
+                entry.set("skipped_keys", status.skippedKeys.json)
             } else {
                 // Opaque-token providers hold no keys; they are asked per token.
                 entry.set("usable", .bool(true))

@@ -67,8 +67,12 @@ struct MintCommand: ParsableCommand {
     @Option(name: .long, help: "Email claim.")
     var email: String?
 
-    @Option(name: .long, help: "Lifetime in seconds (default: the provider's real one).")
+    @Option(name: .long, help: "Lifetime in seconds, 1 to 31536000 (default: the provider's real one).")
     var lifetime: Int64?
+
+    func validate() throws {
+        if let lifetime, !(1...31_536_000).contains(lifetime) { throw ValidationError("--lifetime must be between 1 and 31536000 seconds") }
+    }
 
     @Option(name: .long, help: "Folder holding the dev IdP's signing key (shared with `dev-idp`).")
     var stateDir = ".tokenguard-dev-idp"

@@ -27,6 +27,7 @@ struct KeysCommand: ParsableCommand {
             let status = verifier.keySource.status
             entry.set("usable", .bool(status.usable))
             entry.set("last_error", status.lastError.map(JSONValue.string) ?? .null)
+            entry.set("skipped_keys", status.skippedKeys.json)
             if case .success(let keys) = verifier.keySource.currentKeys() {
                 entry.set(
                     "cached",

@@ -107,7 +107,7 @@ public struct BatchRunner: Sendable {
             let fraction = min(Double(bytesRead) / Double(totalBytes), 1)
             let filled = Int(fraction * 20)
             let remaining = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0
-            let seconds = Int(remaining.rounded())
+            let seconds = remaining.isFinite ? Int(min(max(remaining, 0), 359_999).rounded()) : 0
             text = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "] "
                 + String(format: "%3d%%  ", Int(fraction * 100)) + text + "  ETA \(seconds / 60):" + String(format: "%02d", seconds % 60)
         }

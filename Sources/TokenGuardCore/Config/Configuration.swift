@@ -24,7 +24,7 @@ public struct Configuration: Sendable {
 
     public init() {}
 
-    public func provider(named name: String) -> ProviderConfiguration? { providers.first { $0.name == name } }
+    public func provider(named name: String) -> ProviderConfiguration? { providers.first { $0.name.sameBytes(as: name) } }
 }
 
 /// Replay protection settings (contract: `replay`).
@@ -48,8 +48,16 @@ public struct ServerLimits: Sendable, Equatable {
     public var requestTimeoutSeconds = 15
     /// Idle or trickling connections are closed after this long (default 30 s).
     public var idleTimeoutSeconds = 30
+    /// When set, every `/v1/` request must carry one of these keys in `X-Tokenguard-Key`.
+    public var callerKeys: CallerKeys? = nil
 
     public init() {}
+
+    public static func == (lhs: ServerLimits, rhs: ServerLimits) -> Bool {
+        lhs.maximumVerifyBodyBytes == rhs.maximumVerifyBodyBytes && lhs.maximumBatchBodyBytes == rhs.maximumBatchBodyBytes
+            && lhs.maximumBatchItems == rhs.maximumBatchItems && lhs.requestTimeoutSeconds == rhs.requestTimeoutSeconds
+            && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.callerKeys?.source == rhs.callerKeys?.source
+    }
 }
 
 /// One entry under `providers:`.
@@ -170,6 +178,7 @@ extension Configuration {
         if let server = top["server"] {
             let fields = try server.mapping(allowed: [
                 "max_verify_body_bytes", "max_batch_body_bytes", "max_batch_items", "request_timeout_seconds", "idle_timeout_seconds",
+                "caller_keys_env", "caller_keys_file",
             ])
             var limits = ServerLimits()
             if let value = fields["max_verify_body_bytes"] { limits.maximumVerifyBodyBytes = try value.int(in: 1024...(16 << 20)) }
@@ -177,6 +186,16 @@ extension Configuration {
             if let value = fields["max_batch_items"] { limits.maximumBatchItems = try value.int(in: 1...100_000) }
             if let value = fields["request_timeout_seconds"] { limits.requestTimeoutSeconds = try value.int(in: 1...600) }
             if let value = fields["idle_timeout_seconds"] { limits.idleTimeoutSeconds = try value.int(in: 1...3600) }
+            switch (fields["caller_keys_env"], fields["caller_keys_file"]) {
+            case (.some(let env), .some): throw ConfigError(env.key, "give caller_keys_env or caller_keys_file, not both")
+            case (.some(let env), nil):
+                limits.callerKeys = try CallerKeys(source: .environment(name: try env.string()), key: env.key, environment: environment)
+            case (nil, .some(let file)):
+                let path = try file.string()
+                limits.callerKeys = try CallerKeys(
+                    source: .file(path: path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"), key: file.key, environment: environment)
+            case (nil, nil): break
+            }
             configuration.server = limits
         }
         if let replay = top["replay"] {
@@ -199,7 +218,15 @@ extension Configuration {
             }
         }
         if let providers = top["providers"] {
+            var seen: Set<ByteKey> = []
             for (name, node) in try providers.entries() {
+                // Provider names are identities that requests must match byte for byte: plain ASCII only, so no two
+                // names can be different bytes yet equal as Swift strings, and each appears once (YAML would let
+                // `1:` and `"1":` both through).
+                guard !name.isEmpty, name.utf8.count <= 64,
+                    name.utf8.allSatisfy({ CompactJWSAlphabet.isAllowed($0) })
+                else { throw ConfigError(node.key, "a provider name must be 1 to 64 characters of A-Z, a-z, 0-9, -, _ and .") }
+                guard seen.insert(ByteKey(name)).inserted else { throw ConfigError(node.key, "provider \(name) is configured twice") }
                 configuration.providers.append(
                     try parseProvider(name: name, node: node, defaults: configuration, baseDirectory: baseDirectory, environment: environment))
             }
@@ -423,6 +450,7 @@ struct ConfigNode {
     /// An absolute https URL. Plain http only with `dev_idp: true`, and then only to a loopback address.
     func url(allowLoopbackHTTP: Bool) throws(ConfigError) -> String {
         let value = try string()
+        guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw ConfigError(key, "must be an ASCII URL (IDNs punycoded)") }
         // A Microsoft issuer template carries {tenantid}; check the URL with a tenant in its place.
         let checked = value.replacingOccurrences(of: "{tenantid}", with: "00000000-0000-0000-0000-000000000000")
         guard let components = URLComponents(string: checked), let scheme = components.scheme?.lowercased(), let host = components.host,

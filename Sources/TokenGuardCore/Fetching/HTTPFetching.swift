@@ -35,8 +35,8 @@ public struct HTTPResponse: Sendable {
 
     /// The last value of a header, by case-insensitive name.
     public func header(_ name: String) -> String? {
-        let lower = name.lowercased()
-        return headers.last { $0.0 == lower }?.1
+        let lower = ASCII.lowercased(name)
+        return headers.last { $0.0.sameBytes(as: lower) }?.1
     }
 }
 

@@ -45,7 +45,7 @@ public enum CompactJWSAlphabet {
     public static func admits<C: Collection<UInt8>>(bytes: C) -> Bool { bytes.allSatisfy(isAllowed) }
 
     @inlinable
-    static func isAllowed(_ byte: UInt8) -> Bool {
+    public static func isAllowed(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
             UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):

@@ -31,6 +31,20 @@ public enum JSONValue: Sendable, Equatable {
         if case .bool(let b) = self { return b }
         return nil
     }
+
+    /// Structural equality with strings compared by their bytes (never Unicode canonical equivalence).
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let l), .bool(let r)): l == r
+        case (.integer(let l), .integer(let r)): l == r
+        case (.number(let l), .number(let r)): l == r
+        case (.string(let l), .string(let r)): l.sameBytes(as: r)
+        case (.array(let l), .array(let r)): l == r
+        case (.object(let l), .object(let r)): l == r
+        default: false
+        }
+    }
 }
 
 /// A JSON object whose member names are unique (the parser rejects duplicates) and kept in input order.

@@ -138,7 +138,8 @@ public final class JWKSKeySource: KeySource {
             let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
             return KeySourceStatus(
                 keyIDs: state.keys?.keys.compactMap(\.keyID) ?? [], usable: usable, fetchedAt: state.fetchedAt,
-                expiresAt: state.fetchedAt == nil ? nil : state.expiresAt, lastError: state.lastError, consecutiveFailures: state.failures)
+                expiresAt: state.fetchedAt == nil ? nil : state.expiresAt, lastError: state.lastError, consecutiveFailures: state.failures,
+                skippedKeys: state.keys?.skipped ?? [])
         }
     }
 
@@ -193,6 +194,15 @@ public final class JWKSKeySource: KeySource {
             }
             guard !keySet.keys.isEmpty else {
                 throw FetchFailure("JWKS has no usable keys (\(keySet.skipped.count) skipped)", outcome: "malformed")
+            }
+            if !keySet.skipped.isEmpty {
+                // Once per fetch: a skipped key is otherwise invisible until a token names it.
+                logger.warning(
+                    "JWKS keys skipped",
+                    metadata: [
+                        "provider": "\(provider)",
+                        "skipped": "\(keySet.skipped.map { "\(($0.keyID ?? "(no kid)").prefix(64)): \($0.reason)" }.joined(separator: "; "))",
+                    ])
             }
             let ttl = policy.ttl(cacheControl: response.header("cache-control"))
             let now = clock()
@@ -336,7 +346,10 @@ public final class JWKSKeySource: KeySource {
         guard let archive else { return }
         let now = clock()
         do {
-            let recent = try archive.entries(provider: provider, lastSeenSince: Int64(now - policy.maximumStaleAge))
+            let since = now - policy.maximumStaleAge
+            // Rows claiming to be seen in the future would count as fresh forever: only the past counts.
+            let recent = try archive.entries(provider: provider, lastSeenSince: since.isFinite ? Int64(max(0, min(since, 1e15))) : 0)
+                .filter { Double($0.lastSeen) <= now + 300 }
             // The last good set: the keys seen in the most recent fetch (every key of one fetch shares its time).
             let lastSeen = recent.map(\.lastSeen).max()
             let keys = recent.filter { $0.lastSeen == lastSeen }.compactMap { $0.verificationKey(window: false) }

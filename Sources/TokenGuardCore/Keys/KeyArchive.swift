@@ -65,10 +65,14 @@ public final class KeyArchive: Sendable {
         try database.read { db in
             try Row.fetchAll(
                 db, sql: "SELECT * FROM keys WHERE provider = ? AND last_seen >= ? ORDER BY kid, first_seen", arguments: [provider, since]
-            ).map { row in
-                Entry(
-                    provider: row["provider"], keyID: row["kid"], thumbprint: row["thumbprint"], jwk: row["jwk"],
-                    firstSeen: row["first_seen"], lastSeen: row["last_seen"])
+            ).compactMap { row -> Entry? in
+                // A damaged row (NULLs, wrong types, times out of range) is skipped: GRDB's non-optional reads
+                // would trap, and the archive is a file anyone with disk access can edit.
+                guard let provider: String = row["provider"], let keyID: String = row["kid"], let thumbprint: String = row["thumbprint"], let jwk: String = row["jwk"],
+                    let firstSeen: Int64 = row["first_seen"], let lastSeen: Int64 = row["last_seen"],
+                    firstSeen >= 86_400, firstSeen <= lastSeen, lastSeen <= ClaimsReader.maximumNumericDate
+                else { return nil }
+                return Entry(provider: provider, keyID: keyID, thumbprint: thumbprint, jwk: jwk, firstSeen: firstSeen, lastSeen: lastSeen)
             }
         }
     }

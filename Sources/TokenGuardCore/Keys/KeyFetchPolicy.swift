@@ -25,7 +25,7 @@ public struct KeyFetchPolicy: Sendable, Equatable {
     /// `max-age` from a Cache-Control header; `no-store`/`no-cache` count as 0 (then clamped up to the minimum).
     static func maxAge(_ header: String) -> Int? {
         var result: Int? = nil
-        for directive in header.lowercased().split(separator: ",") {
+        for directive in ASCII.lowercased(header).split(separator: ",") {
             let trimmed = directive.trimmingCharacters(in: " \t")
             if trimmed == "no-store" || trimmed == "no-cache" { return 0 }
             if trimmed.hasPrefix("max-age=") {

@@ -76,3 +76,10 @@ public final class KeySet: Sendable {
         skipped.first { $0.keyID.map { $0.sameBytes(as: keyID) } ?? false }?.reason
     }
 }
+
+extension [JWKParser.Skipped] {
+    /// `[{"kid", "reason"}]`, as `/v1/providers` and `tokenguard keys` show skipped keys.
+    public var json: JSONValue {
+        .array(map { .object(JSONObject([("kid", $0.keyID.map(JSONValue.string) ?? .null), ("reason", .string($0.reason))])) })
+    }
+}

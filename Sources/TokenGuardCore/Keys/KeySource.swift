@@ -26,7 +26,7 @@ extension KeySource {
     public func historicalKeys() -> Result<KeySet, VerificationError> { currentKeys() }
     public var status: KeySourceStatus {
         switch currentKeys() {
-        case .success(let keys): KeySourceStatus(keyIDs: keys.keys.compactMap(\.keyID), usable: true)
+        case .success(let keys): KeySourceStatus(keyIDs: keys.keys.compactMap(\.keyID), usable: true, skippedKeys: keys.skipped)
         case .failure(let error): KeySourceStatus(keyIDs: [], usable: false, lastError: error.message)
         }
     }
@@ -43,11 +43,14 @@ public struct KeySourceStatus: Sendable, Equatable {
     public var lastError: String?
     /// Consecutive failed fetches since the last success.
     public var consecutiveFailures = 0
+    /// Keys in the JWKS that tokenguard will not use, with the reason (contract: `skipped_keys`).
+    public var skippedKeys: [JWKParser.Skipped] = []
 
     public init(
         keyIDs: [String], usable: Bool, fetchedAt: Double? = nil, expiresAt: Double? = nil, lastError: String? = nil,
-        consecutiveFailures: Int = 0
+        consecutiveFailures: Int = 0, skippedKeys: [JWKParser.Skipped] = []
     ) {
+        self.skippedKeys = skippedKeys
         self.keyIDs = keyIDs
         self.usable = usable
         self.fetchedAt = fetchedAt

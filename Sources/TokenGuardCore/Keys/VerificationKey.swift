@@ -42,7 +42,7 @@ public struct VerificationKey: Sendable {
 
 /// Parses one JWK into a ``VerificationKey``, or says why the key is unusable.
 public enum JWKParser {
-    public struct Skipped: Error, Sendable, CustomStringConvertible {
+    public struct Skipped: Error, Sendable, Equatable, CustomStringConvertible {
         public let keyID: String?
         public let reason: String
         public var description: String { "key \(keyID.map { "\"\($0.prefix(64))\"" } ?? "(no kid)"): \(reason)" }

@@ -61,19 +61,31 @@ public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         guard response.status == 200, let data = object["data"]?.objectValue else {
             return .failure(VerificationError(.keysUnavailable, "Graph answered \(response.status) without data", retryAfterSeconds: 5))
         }
-        guard data["is_valid"]?.boolValue == true else {
+        // Fields that decide validity must be present with the right type: anything else is a malformed answer
+        // (an outage to the caller), never "absent".
+        func malformed(_ field: String) -> VerificationResult {
+            .failure(VerificationError(.keysUnavailable, "Graph answered with a malformed \(field)", retryAfterSeconds: 5))
+        }
+        guard let isValid = data["is_valid"]?.boolValue else { return malformed("is_valid") }
+        guard isValid else {
             return .failure(VerificationError(.tokenInactive, "Facebook says the token is not valid (expired, revoked or malformed)"))
         }
-        guard let tokenAppID = data["app_id"]?.stringValue, tokenAppID == appID else {
+        guard let tokenAppID = data["app_id"]?.stringValue else { return malformed("app_id") }
+        guard tokenAppID.sameBytes(as: appID) else {
             return .failure(VerificationError(.tokenInactive, "the token was issued to another Facebook app"))
         }
         guard data["type"]?.stringValue == "USER" else {
             return .failure(VerificationError(.tokenInactive, "not a user access token (type \(data["type"]?.stringValue ?? "none"))"))
         }
         var expiresAt: Int64? = nil
-        if case .integer(let seconds)? = data["expires_at"], seconds != 0 {
+        switch data["expires_at"] {
+        case nil, .integer(0)?:
+            break  // 0: a token that does not expire (long-lived page tokens)
+        case .integer(let seconds)? where seconds > 0 && seconds <= ClaimsReader.maximumNumericDate:
             guard Double(seconds) > now else { return .failure(VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(seconds))")) }
             expiresAt = seconds
+        default:
+            return malformed("expires_at")
         }
         guard let userID = data["user_id"]?.stringValue, !userID.isEmpty else {
             return .failure(VerificationError(.keysUnavailable, "Graph answered without a user_id", retryAfterSeconds: 5))
@@ -83,7 +95,11 @@ public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
             if let value = data[field] { claims.set(field, value) }
         }
         var issuedAt: Int64? = nil
-        if case .integer(let seconds)? = data["issued_at"] { issuedAt = seconds }
+        switch data["issued_at"] {
+        case nil: break
+        case .integer(let seconds)? where seconds >= 0 && seconds <= ClaimsReader.maximumNumericDate: issuedAt = seconds
+        default: return malformed("issued_at")
+        }
         return .success(
             Verdict(
                 provider: providerName, subject: userID, userID: userID, issuer: "https://www.facebook.com", audience: appID, expiresAt: expiresAt,

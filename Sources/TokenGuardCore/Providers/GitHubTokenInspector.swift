@@ -69,17 +69,27 @@ public struct GitHubTokenInspector: OpaqueTokenInspector {
         else {
             return .failure(VerificationError(.keysUnavailable, "GitHub answered 200 with an unexpected body", retryAfterSeconds: 5))
         }
-        // Defence in depth: the authorization must name our app.
-        if let appClientID = object["app"]?.objectValue?["client_id"]?.stringValue, appClientID != clientID {
-            return .failure(VerificationError(.tokenInactive, "the token was issued to another GitHub app"))
+        // Defence in depth: the authorization must name our app, byte for byte.
+        if let app = object["app"] {
+            guard let appClientID = app.objectValue?["client_id"]?.stringValue else {
+                return .failure(VerificationError(.keysUnavailable, "GitHub answered with a malformed app", retryAfterSeconds: 5))
+            }
+            guard appClientID.sameBytes(as: clientID) else {
+                return .failure(VerificationError(.tokenInactive, "the token was issued to another GitHub app"))
+            }
         }
         var expiresAt: Int64? = nil
-        if let text = object["expires_at"]?.stringValue {
-            guard let parsed = ISO8601Time.parse(text) else {
+        switch object["expires_at"] {
+        case nil, .null?:
+            break  // OAuth app tokens do not expire
+        case .string(let text)?:
+            guard let parsed = ISO8601Time.parse(text), parsed >= 0, parsed <= ClaimsReader.maximumNumericDate else {
                 return .failure(VerificationError(.keysUnavailable, "GitHub answered with an unreadable expires_at", retryAfterSeconds: 5))
             }
             guard Double(parsed) > now else { return .failure(VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(parsed))")) }
             expiresAt = parsed
+        default:
+            return .failure(VerificationError(.keysUnavailable, "GitHub answered with a malformed expires_at", retryAfterSeconds: 5))
         }
         let scopes = object["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
         // Only what a caller needs: never the token, its hash or its last eight characters.

@@ -57,10 +57,22 @@ public enum TokenHash {
 
 enum RetryAfter {
     /// Seconds to wait from `Retry-After` (seconds) or `x-ratelimit-reset` (epoch seconds), bounded to [1, 3600].
+    /// Advisory values: anything unreadable (`nan`, `inf`, `1e300`, signs, fractions) falls back to 60 s; nothing
+    /// an upstream sends reaches a conversion that could trap.
     static func seconds(from response: HTTPResponse, now: Double) -> Int {
-        if let value = response.header("retry-after"), let seconds = Int(value.prefix(10)) { return min(max(seconds, 1), 3600) }
-        if let value = response.header("x-ratelimit-reset"), let reset = Double(value.prefix(15)) { return min(max(Int(reset - now), 1), 3600) }
+        if let value = response.header("retry-after"), let seconds = decimal(value) { return min(max(seconds, 1), 3600) }
+        if let value = response.header("x-ratelimit-reset"), let reset = decimal(value), now.isFinite {
+            let wait = Double(reset) - now
+            return wait.isFinite ? Int(min(max(wait, 1), 3600)) : 60
+        }
         return 60
+    }
+
+    /// A non-negative decimal integer of at most 12 digits, or nil.
+    static func decimal(_ text: String) -> Int? {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty, bytes.count <= 12, bytes.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
+        return bytes.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
     }
 }
 
@@ -68,18 +80,25 @@ enum RetryAfter {
 enum ISO8601Time {
     static func parse(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes[4] == 45, bytes[7] == 45, bytes[10] == 84, bytes[13] == 58, bytes[16] == 58 else { return nil }
-        func number(_ range: Range<Int>) -> Int64? { Int64(String(decoding: bytes[range], as: UTF8.self)) }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-            let minute = number(14..<16), let second = number(17..<19), (1...12).contains(month), (1...31).contains(day)
+        guard bytes.count >= 20, bytes.count <= 40, bytes[4] == 45, bytes[7] == 45, bytes[10] == 84, bytes[13] == 58, bytes[16] == 58 else {
+            return nil
+        }
+        // Digits only: Int64("+1") would accept a sign.
+        func number<C: Collection<UInt8>>(_ digits: C) -> Int64? {
+            guard !digits.isEmpty, digits.allSatisfy({ (48...57).contains($0) }) else { return nil }
+            return digits.reduce(0) { $0 * 10 + Int64($1 - 48) }
+        }
+        guard let year = number(bytes[0..<4]), let month = number(bytes[5..<7]), let day = number(bytes[8..<10]),
+            let hour = number(bytes[11..<13]), let minute = number(bytes[14..<16]), let second = number(bytes[17..<19]),
+            (1...12).contains(month), (1...31).contains(day), hour <= 23, minute <= 59, second <= 60
         else { return nil }
         var offset: Int64 = 0
-        let zone = bytes[19...].drop { $0 == 46 || (48...57).contains($0) }  // skip fractional seconds
-        if zone.first == 43 || zone.first == 45, zone.count >= 6, let h = Int64(String(decoding: Array(zone)[1..<3], as: UTF8.self)),
-            let m = Int64(String(decoding: Array(zone)[4..<6], as: UTF8.self))
+        let zone = Array(bytes[19...].drop { $0 == 46 || (48...57).contains($0) })  // skip fractional seconds
+        if zone.first == 43 || zone.first == 45, zone.count == 6, zone[3] == 58, let h = number(zone[1..<3]), let m = number(zone[4..<6]),
+            h <= 23, m <= 59
         {
             offset = (h * 3600 + m * 60) * (zone.first == 43 ? 1 : -1)
-        } else if zone.first != 90 {
+        } else if zone != [90] {
             return nil
         }
         // Days from civil (Howard Hinnant).

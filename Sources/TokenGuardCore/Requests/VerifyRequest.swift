@@ -20,7 +20,7 @@ public struct VerifyRequest: Sendable, Equatable {
 
     public init(_ object: JSONObject) throws(VerificationError) {
         func invalid(_ message: String) -> VerificationError { VerificationError(.invalidRequest, message) }
-        for name in object.names where !Self.members.contains(name) {
+        for name in object.names where !Self.members.containsBytes(name) {
             throw invalid("unknown member \"\(name.prefix(32))\" (allowed: explain, nonce, provider, token)")
         }
         guard let providerValue = object["provider"] else { throw invalid("provider is required") }
@@ -53,7 +53,7 @@ public struct VerifyRequest: Sendable, Equatable {
     /// The entries of a `POST /v1/verify/batch` body: `{"items": [...]}` with at most `maximumItems` entries.
     /// Each entry is decoded on its own (``item(_:)``) so one bad item does not spoil the others.
     public static func batchItems(_ object: JSONObject, maximumItems: Int) throws(VerificationError) -> [JSONValue] {
-        for name in object.names where name != "items" {
+        for name in object.names where !name.sameBytes(as: "items") {
             throw VerificationError(.invalidRequest, "unknown member \"\(name.prefix(32))\" (allowed: items)")
         }
         guard let items = object["items"]?.arrayValue else { throw VerificationError(.invalidRequest, "items must be an array") }

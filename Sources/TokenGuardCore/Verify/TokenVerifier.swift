@@ -143,10 +143,11 @@ public struct TokenVerifier: Sendable {
     /// The algorithm must be a known asymmetric JWS algorithm in this provider's allow-list.
     func checkAlgorithm(_ header: JOSEHeader) throws(VerificationError) -> SignatureAlgorithm {
         let name = header.algorithm
-        if name.lowercased() == "none" {
+        let folded = ASCII.lowercased(name)
+        if folded.sameBytes(as: "none") {
             throw VerificationError(.unsupportedAlgorithm, "alg none is never accepted")
         }
-        if name.uppercased().hasPrefix("HS") {
+        if folded.utf8.starts(with: "hs".utf8) {
             throw VerificationError(.unsupportedAlgorithm, "HMAC algorithms are never accepted: a public key is not a secret")
         }
         guard let alg = SignatureAlgorithm(rawValue: name) else {
@@ -359,7 +360,9 @@ extension String {
 
 /// ISO 8601 UTC formatting for messages, without Foundation's formatters.
 enum UTCTime {
-    static func iso8601(_ seconds: Int64) -> String {
+    static func iso8601(_ value: Int64) -> String {
+        // Total over every Int64: values outside 0001-01-01…9999-12-31 are shown clamped, never overflow.
+        let seconds = min(max(value, -62_135_596_800), 253_402_300_799)
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondsOfDay = seconds - days * 86_400
         // Howard Hinnant's civil_from_days.
