@@ -51,8 +51,13 @@ public final class ServerProcess: @unchecked Sendable {
         try await client.send(HTTPRequest(url: baseURL + path))
     }
 
-    public func post(_ path: String, _ body: String) async throws -> HTTPResponse {
-        try await client.send(HTTPRequest(url: baseURL + path, method: .post, headers: [("Content-Type", "application/json")], body: Array(body.utf8)))
+    public func post(_ path: String, _ body: String, headers: [(String, String)] = []) async throws -> HTTPResponse {
+        try await client.send(
+            HTTPRequest(url: baseURL + path, method: .post, headers: [("Content-Type", "application/json")] + headers, body: Array(body.utf8)))
+    }
+
+    public func get(_ path: String, headers: [(String, String)]) async throws -> HTTPResponse {
+        try await client.send(HTTPRequest(url: baseURL + path, headers: headers))
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
