@@ -14,8 +14,14 @@ public enum BinaryRunner {
         public let stderr: String
     }
 
-    /// The `tokenguard` executable next to the test bundle (same build folder), or under `.build/debug`.
+    /// The `tokenguard` executable: `TOKENGUARD_BIN` when set (the hardening run points the end-to-end tests at
+    /// the release binary), else the one next to the test bundle (same build folder), or under `.build/debug`.
     public static func executable() throws -> URL {
+        if let path = ProcessInfo.processInfo.environment["TOKENGUARD_BIN"], !path.isEmpty {
+            let url = URL(fileURLWithPath: path, relativeTo: TestPaths.repositoryRoot)
+            guard FileManager.default.isExecutableFile(atPath: url.path) else { throw RunnerError("TOKENGUARD_BIN \(path) is not executable") }
+            return url
+        }
         let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var candidates: [URL] = []
         var directory = testBinary.deletingLastPathComponent()
