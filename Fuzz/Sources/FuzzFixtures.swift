@@ -26,3 +26,11 @@ enum FuzzFixtures {
     /// The raw nonces an input is tried with: none, the samples' own, and another.
     static let nonces: [String?] = [nil, sampleNonce, "not-the-sample-nonce"]
 }
+
+extension Result where Success == Verdict, Failure == VerificationError {
+    /// The error code, or nil for a verdict.
+    var code: ErrorCode? {
+        if case .failure(let error) = self { return error.code }
+        return nil
+    }
+}

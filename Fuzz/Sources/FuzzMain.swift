@@ -26,7 +26,7 @@ struct FuzzTarget: Sendable {
 
 let allTargets: [FuzzTarget] = [
     JWSFuzzTarget.target, JWKSFuzzTarget.target, ClaimsFuzzTarget.target, ConfigFuzzTarget.target,
-    BatchLinesFuzzTarget.target, HTTPRequestFuzzTarget.target,
+    BatchLinesFuzzTarget.target, HTTPRequestFuzzTarget.target, UpstreamFuzzTarget.opaque, UpstreamFuzzTarget.discovery,
 ]
 
 nonisolated(unsafe) var selectedTarget: FuzzTarget? = nil

@@ -13,8 +13,20 @@ enum JWSFuzzTarget {
         if let parsed { checkCanonical(parsed, bytes) }
         let token = String(decoding: bytes, as: UTF8.self)
         let nonce = FuzzFixtures.nonces[bytes.count % FuzzFixtures.nonces.count]
+        // Tokens are bytes: anything outside the compact JWS alphabet is refused before any cache or key lookup.
+        let admitted = bytes.allSatisfy { CompactJWSAlphabet.isAllowed($0) }
         for (name, verifier) in FuzzFixtures.verifiers {
             let result = verifier.verify(token: token, nonce: nonce, at: FuzzFixtures.now)
+            if !admitted && token.utf8.count <= verifier.policy.maxTokenBytes {
+                require(result.code == .malformedToken, "\(name): a token with a byte outside the alphabet got \(String(describing: result.code))")
+            }
+            if case .success = result {
+                // A cache hit returns a verdict only for a byte-identical token: look-alikes of a cached token fail.
+                for variant in [token.replacing("K", with: "\u{212A}"), token + "\u{200B}", token + "\u{0}", "\u{FEFF}" + token]
+                where !variant.sameBytes(as: token) {
+                    require(verifier.verify(token: variant, nonce: nonce, at: FuzzFixtures.now).code == .malformedToken, "\(name): a look-alike of a cached token passed")
+                }
+            }
             let again = verifier.verify(token: token, nonce: nonce, at: FuzzFixtures.now)
             switch (result, again) {
             case (.success(let verdict), .success(let second)):
@@ -26,7 +38,8 @@ enum JWSFuzzTarget {
             default:
                 fatalError("\(name): accepted once and rejected once")
             }
-            let explanation = verifier.explain(token: token, nonce: nonce, at: FuzzFixtures.now)
+            let (explainedResult, explanation) = verifier.verifyExplaining(token: token, nonce: nonce, at: FuzzFixtures.now)
+            require(explainedResult.code == result.code, "\(name): explain's verdict \(String(describing: explainedResult.code)) differs from \(String(describing: result.code))")
             let failed = explanation.checks.filter { $0.ok == false }.map(\.name)
             if case .success = result {
                 require(failed.isEmpty, "\(name): accepted, but explain fails \(failed)")
@@ -71,7 +84,7 @@ enum JWSFuzzTarget {
     static func checkRejected(_ token: String, _ error: VerificationError) {
         let allowed: Set<ErrorCode> = [
             .malformedToken, .tokenTooLarge, .unsupportedAlgorithm, .unknownKey, .invalidSignature, .invalidIssuer, .invalidAudience,
-            .tenantNotAllowed, .tokenExpired, .tokenNotYetValid, .tokenIssuedInFuture, .nonceMismatch, .nonceMissing,
+            .tenantNotAllowed, .tokenExpired, .tokenNotYetValid, .tokenIssuedInFuture, .nonceMismatch, .nonceMissing, .invalidTokenType,
         ]
         require(allowed.contains(error.code), "a token was rejected with \(error.code), which is not about the token")
         // Messages are logged and returned: they may quote a kid or a claim, never the signature.

@@ -32,4 +32,8 @@ static inline const char *tg_param_rsa_e(void) { return OSSL_PKEY_PARAM_RSA_E; }
 static inline const char *tg_param_group_name(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
 static inline const char *tg_param_pub_key(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
 
+// OpenSSL frees its global state from an atexit handler by default; a thread still verifying or fetching at that
+// moment would then use freed memory. tokenguard keeps the state until the process is gone.
+static inline int tg_openssl_init_no_atexit(void) { return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL); }
+
 #endif

@@ -29,3 +29,12 @@ public struct OpenSSLError: Error, Sendable, CustomStringConvertible {
         return first
     }
 }
+
+/// Process-wide OpenSSL set-up, done once by the composition root before any other OpenSSL call.
+public enum OpenSSLRuntime {
+    /// Keeps OpenSSL's global state alive until the process is gone: without it, `exit` runs OpenSSL's atexit
+    /// clean-up while a key-refresh or HTTP worker thread may still be inside libcrypto (a crash at exit).
+    public static func keepStateUntilExit() {
+        _ = unsafe tg_openssl_init_no_atexit()
+    }
+}

@@ -1,17 +1,31 @@
 import Hummingbird
 import TokenGuardCore
 
-/// Refuses `/v1/` requests without a configured caller key in `X-Tokenguard-Key` (403 `caller_not_allowed`),
-/// before any body is read. `/healthz`, `/readyz` and `/metrics` stay open, and so does `/v1/notifications/`
-/// (a provider cannot send our header; its signed payload is its credential).
+/// Refuses requests without a configured caller key in `X-Tokenguard-Key` (403 `caller_not_allowed`), before any
+/// body is read.
+///
+/// Deny by default: every path needs a key except the exact open ones — `/healthz`, `/readyz`, `/metrics` (probes
+/// and scrapers) and `/v1/notifications/{provider}` (a provider cannot send our header; its signed payload is its
+/// credential). Matching a prefix of the raw path would miss what the router reaches anyway (`//v1/verify`).
 struct CallerKeyMiddleware<Context: RequestContext>: RouterMiddleware {
     let keys: CallerKeys
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let path = request.uri.path
-        guard path.utf8.starts(with: "/v1/".utf8), !path.utf8.starts(with: "/v1/notifications/".utf8) else {
-            return try await next(request, context)
+    static var openPaths: [String] { ["/healthz", "/readyz", "/metrics"] }
+
+    /// True for a path that needs no caller key: byte-exact, no empty, `.` or `..` segment, no percent-encoding.
+    static func isOpen(_ path: String) -> Bool {
+        if openPaths.containsBytes(path) { return true }
+        let segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        // "", "v1", "notifications", provider
+        guard segments.count == 4, segments[0].isEmpty, segments[1].sameBytes(as: "v1"), segments[2].sameBytes(as: "notifications") else {
+            return false
         }
+        let provider = segments[3]
+        return !provider.isEmpty && provider != "." && provider != ".." && provider.utf8.allSatisfy { CompactJWSAlphabet.isAllowed($0) }
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if Self.isOpen(request.uri.path) { return try await next(request, context) }
         let presented = request.headers.filter { $0.name.canonicalName == "x-tokenguard-key" }.map(\.value)
         // Exactly one header with a configured key; two headers are refused rather than "first wins".
         guard presented.count == 1, keys.allows(presented[0]) else {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TokenGuardCrypto
 
 @main
 struct TokenGuardCommand: AsyncParsableCommand {
@@ -18,6 +19,7 @@ struct TokenGuardCommand: AsyncParsableCommand {
     /// Parses and runs, mapping every usage error to exit 2 as the contract requires (ArgumentParser's own
     /// validation exit code is EX_USAGE, 64).
     static func main() async {
+        OpenSSLRuntime.keepStateUntilExit()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -26,7 +28,9 @@ struct TokenGuardCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch let exitCode as ExitCode {
-            Foundation.exit(exitCode.rawValue)
+            // The answer is printed; leave without running exit-time handlers while worker threads may still run.
+            fflush(nil)  // every output stream
+            _exit(exitCode.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success { exit(withError: error) }  // --help, --version

@@ -167,7 +167,12 @@ struct AuditFindingsTests {
             (try? OutboundURL.validateDiscoveredJWKS(uri, issuer: issuer, jwksHosts: hosts, devIdP: dev)) != nil
         }
         #expect(allowed("https://idp.example/keys", "https://idp.example"))
-        #expect(allowed("https://IDP.example:8443/keys", "https://idp.example"))
+        #expect(allowed("https://IDP.example:443/keys", "https://idp.example"))
+        #expect(!allowed("https://idp.example:8443/keys", "https://idp.example"), "another port is another service")
+        #expect(!allowed("https://www.googleapis.com:8443/certs", "https://accounts.google.com", hosts: ["www.googleapis.com"]))
+        #expect(!allowed("http://127.0.0.1:10/keys", "http://127.0.0.1:9", dev: true), "another port on the dev IdP's host")
+        #expect(!allowed("https://idp.example:0/keys", "https://idp.example"))
+        #expect(!allowed("https://idp.example:99999/keys", "https://idp.example"))
         #expect(!allowed("https://evil.example/keys", "https://idp.example"))
         #expect(!allowed("https://idp.example.evil.example/keys", "https://idp.example"))
         #expect(!allowed("https://idp.example@evil.example/keys", "https://idp.example"))
@@ -233,6 +238,47 @@ struct AuditFindingsTests {
         #expect(await inspect("\"app_id\": \"123\", \"type\": \"USER\", \"user_id\": \"42\", \"is_valid\": \"true\"").code == .keysUnavailable)
         #expect(await inspect("\"app_id\": 123, \"type\": \"USER\", \"user_id\": \"42\", \"is_valid\": true").code == .keysUnavailable)
         #expect(await inspect("\"app_id\": \"124\", \"type\": \"USER\", \"user_id\": \"42\", \"is_valid\": true").code == .tokenInactive)
+        #expect(await inspect("\"app_id\": \"123\", \"user_id\": \"42\", \"is_valid\": true").code == .keysUnavailable, "type missing")
+        #expect(await inspect("\"app_id\": \"123\", \"type\": 1, \"user_id\": \"42\", \"is_valid\": true").code == .keysUnavailable)
+        #expect(await inspect("\"app_id\": \"123\", \"type\": \"PAGE\", \"user_id\": \"42\", \"is_valid\": true").code == .tokenInactive)
+    }
+
+    @Test("Microsoft: email_verified only from xms_edov with an email; its own email_verified claim is ignored")
+    func microsoftEmailTrust() throws {
+        let key = try SharedTestKeys.rsa()
+        let verifier = try Verifiers.make(Verifiers.microsoft(), jwks: try ProviderTokens.microsoftJWKS([key]))
+        func verified(_ extra: [(String, JSONValue)], email: Bool = true) throws -> Bool? {
+            var claims = ProviderTokens.microsoft(now: now, rawNonce: nil)
+            claims.set("email", email ? .string("ceo@victim.example") : .null)
+            if !email { claims = JSONObject(claims.members.filter { $0.name != "email" }.map { ($0.name, $0.value) }) }
+            for (name, value) in extra { claims.set(name, value) }
+            return verifier.verify(token: try key.sign(claims), nonce: nil, at: now).verdict?.emailVerified
+        }
+        #expect(try verified([("email_verified", .bool(true))]) == false, "nOAuth: Microsoft's email_verified is not trusted")
+        #expect(try verified([]) == false)
+        for edov in [JSONValue.bool(true), .string("1"), .string("true")] { #expect(try verified([("xms_edov", edov)]) == true) }
+        for edov in [JSONValue.bool(false), .string("0"), .string("false"), .null] { #expect(try verified([("xms_edov", edov)]) == false) }
+        #expect(try verified([("xms_edov", .bool(true))], email: false) == false, "no email, nothing verified")
+    }
+
+    @Test("a payload carrying events (a provider notification) is never accepted as an ID token")
+    func eventsRefused() throws {
+        let key = try SharedTestKeys.rsa()
+        let verifier = try Verifiers.make(Verifiers.apple(), keys: [key])
+        var claims = ProviderTokens.apple(now: now, rawNonce: nonce)
+        claims.set("events", .string("{\"type\":\"consent-revoked\",\"sub\":\"x\",\"event_time\":1}"))
+        #expect(verifier.verify(token: try key.sign(claims), nonce: nonce, at: now).code == .invalidTokenType)
+        claims.set("events", .object(JSONObject([("type", .string("account-delete"))])))
+        #expect(verifier.verify(token: try key.sign(claims), nonce: nonce, at: now).code == .invalidTokenType)
+    }
+
+    @Test("a Redis URL with a user or password is a config error (secrets never live in the file)")
+    func redisURLWithoutCredentials() throws {
+        #expect(throws: ConfigError.self) {
+            try Configuration.parse(yaml: "replay: { store: redis, redis_url: \"redis://default:pw@127.0.0.1:6379\" }\n")
+        }
+        #expect(throws: ConfigError.self) { try Configuration.parse(yaml: "replay: { store: redis, redis_url: \"redis://user@127.0.0.1:6379\" }\n") }
+        #expect(try Configuration.parse(yaml: "replay: { store: redis, redis_url: \"redis://127.0.0.1:6379\" }\n").replay != nil)
     }
 
     @Test("explain gives the verdict verify gives, from one pass, for valid and rejected tokens alike")

@@ -117,6 +117,14 @@ struct SecurityE2ETests {
             #expect(try await server.get("/v1/providers", headers: headers).status == 403)
         }
         #expect(try await server.post("/v1/verify/batch", "{\"items\":[]}").status == 403)
+        // Deny by default: what the router reaches anyway (empty segments) needs the key too.
+        for path in ["//v1/verify", "///v1/verify", "//v1//verify", "/v1//verify", "//v1/verify/batch", "/v1/verify/", "/v1/notifications/../verify"] {
+            let sneaky = try await server.post(path, body)
+            #expect(sneaky.status == 403, "\(path): \(sneaky.status)")
+        }
+        for path in ["//v1/providers", "/v1//providers", "//healthz/../v1/providers", "/metrics/../v1/providers"] {
+            #expect(try await server.get(path).status == 403, "\(path)")
+        }
         #expect(try await server.post("/v1/verify", body, headers: [("X-Tokenguard-Key", "env-caller-key-000002")]).status == 200)
         #expect(try await server.post("/v1/verify", body, headers: [("x-tokenguard-key", "env-caller-key-000001")]).status == 200)
         for open in ["/healthz", "/readyz", "/metrics"] { #expect(try await server.get(open).status == 200, "\(open)") }
@@ -165,6 +173,22 @@ struct SecurityE2ETests {
         #expect(message.contains("weak-1") && message.contains("skipped"))
         let keys = try BinaryRunner.run(["keys", "--config", config])
         #expect(keys.stdout.contains("skipped_keys") && keys.stdout.contains("weak-1"))
+
+        // A fetched JWKS whose every key is skipped still shows why.
+        let idp = try FakeHTTPServer { _ in .json("{\"keys\":[\(JSONWriter.string(.object(try! weak.jwk())))]}") }
+        defer { idp.stop() }
+        let fetched = try workspace.write(
+            "fetched.yaml",
+            "providers:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_url: \"\(idp.baseURL)/jwks\", dev_idp: true }\n")
+        let fetchingServer = try await ServerProcess(arguments: ["--config", fetched], workspace: workspace)
+        defer { fetchingServer.stop() }
+        var report = ""
+        for _ in 0..<100 {
+            report = String(decoding: try await fetchingServer.get("/v1/providers").body, as: UTF8.self)
+            if report.contains("weak-1") { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(report.contains("skipped_keys") && report.contains("weak-1") && report.contains("below 2048"), "\(report)")
     }
 
     @Test("a discovered jwks_uri on another host is refused and never fetched: keys_unavailable, last_error says why")

@@ -24,7 +24,9 @@ public final class CallerKeys: Sendable {
         var checkedAt: Double
     }
 
+    /// What tells a changed file: its target (Kubernetes swaps a symlink to roll a Secret), time and size.
     struct FileStamp: Equatable {
+        let target: String
         let modified: Double
         let size: Int
     }
@@ -71,13 +73,17 @@ public final class CallerKeys: Sendable {
         return keys
     }
 
-    static func read(_ path: String) -> (String, FileStamp)? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            let size = (attributes[.size] as? NSNumber)?.intValue, size <= 1 << 20,
-            let data = FileManager.default.contents(atPath: path)
+    static func stamp(_ path: String) -> FileStamp? {
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target),
+            let size = (attributes[.size] as? NSNumber)?.intValue
         else { return nil }
-        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        return (String(decoding: data, as: UTF8.self), FileStamp(modified: modified, size: size))
+        return FileStamp(target: target, modified: (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0, size: size)
+    }
+
+    static func read(_ path: String) -> (String, FileStamp)? {
+        guard let stamp = stamp(path), stamp.size <= 1 << 20, let data = FileManager.default.contents(atPath: stamp.target) else { return nil }
+        return (String(decoding: data, as: UTF8.self), stamp)
     }
 
     /// True when `presented` is one of the keys. Constant time in the presented key's content.
@@ -104,12 +110,10 @@ public final class CallerKeys: Sendable {
             return true
         }
         guard due else { return }
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
+        guard let stamp = Self.stamp(path) else {
             logger.warning("caller key file is unreadable; keeping the last good keys", metadata: ["path": "\(path)"])
             return
         }
-        let stamp = FileStamp(
-            modified: (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0, size: (attributes[.size] as? NSNumber)?.intValue ?? -1)
         guard stamp != state.withLock({ $0.stamp }) else { return }
         guard let (text, readStamp) = Self.read(path), let keys = try? Self.parse(text, key: "server.caller_keys_file") else {
             logger.warning("caller key file has no usable keys; keeping the last good keys", metadata: ["path": "\(path)"])

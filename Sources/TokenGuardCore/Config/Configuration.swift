@@ -211,6 +211,8 @@ extension Configuration {
                 guard url.hasPrefix("redis://"), url.dropFirst(8).contains(":") else {
                     throw ConfigError(urlNode.key, "must be redis://HOST:PORT")
                 }
+                // Secrets never live in the file (and this URL is shown by /readyz): no user or password here.
+                guard !url.contains("@") else { throw ConfigError(urlNode.key, "must not carry a user or password: redis://HOST:PORT") }
                 if let maximum = fields["max_entries"] { throw ConfigError(maximum.key, "only applies to store: memory") }
                 configuration.replay = ReplaySettings(store: .redis(url: url))
             case let other:

@@ -112,18 +112,35 @@ extension OutboundURL {
     /// only to the issuer's own loopback host. Returns the URL, or why it is refused.
     public static func validateDiscoveredJWKS(_ jwksURI: String, issuer: String, jwksHosts: [String], devIdP: Bool) throws(FetchError) -> String {
         let (scheme, host) = try validate(jwksURI)
-        let issuerHost = try validate(issuer).host
+        let port = try Self.port(of: jwksURI, scheme: scheme)
+        let (issuerScheme, issuerHost) = try validate(issuer)
+        let issuerPort = try Self.port(of: issuer, scheme: issuerScheme)
+        // The issuer's own origin (scheme, host and port: another port is another service), or a listed host on 443.
+        let sameOrigin = scheme.sameBytes(as: issuerScheme) && host.sameBytes(as: issuerHost) && port == issuerPort
         switch scheme {
         case "https":
-            guard host.sameBytes(as: issuerHost) || jwksHosts.containsBytes(host) else {
+            guard sameOrigin || (jwksHosts.containsBytes(host) && port == 443) else {
                 throw FetchError(
-                    .invalidURL, "host \(host.prefix(128)) is neither the issuer's (\(issuerHost)) nor listed in jwks_hosts")
+                    .invalidURL, "\(host.prefix(128)):\(port) is neither the issuer's origin (\(issuerHost):\(issuerPort)) nor a jwks_hosts host on 443")
             }
         default:
-            guard devIdP, host.sameBytes(as: issuerHost) else {
-                throw FetchError(.invalidURL, "a discovered jwks_uri must use https (plain http only to the dev IdP issuer's own host)")
+            guard devIdP, sameOrigin else {
+                throw FetchError(.invalidURL, "a discovered jwks_uri must use https (plain http only to the dev IdP issuer's own origin)")
             }
         }
         return jwksURI
+    }
+
+    /// The URL's port: explicit, or the scheme's default. A port that is not 1–65535 in decimal is refused.
+    static func port(of url: String, scheme: String) throws(FetchError) -> Int {
+        guard let schemeEnd = url.firstRange(of: "://") else { throw FetchError(.invalidURL, "not an absolute URL") }
+        let authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        var hostAndPort = Substring(authority)
+        if hostAndPort.hasPrefix("["), let close = hostAndPort.firstIndex(of: "]") { hostAndPort = hostAndPort[hostAndPort.index(after: close)...] }
+        guard let colon = hostAndPort.lastIndex(of: ":") else { return scheme == "https" ? 443 : 80 }
+        let digits = hostAndPort[hostAndPort.index(after: colon)...]
+        guard !digits.isEmpty, digits.count <= 5, digits.utf8.allSatisfy({ (48...57).contains($0) }), let port = Int(digits), (1...65535).contains(port)
+        else { throw FetchError(.invalidURL, "the port is not a number from 1 to 65535") }
+        return port
     }
 }

@@ -44,6 +44,8 @@ public final class JWKSKeySource: KeySource {
         var jwksURL: String?
         /// Archived keys no longer in the current set, for verification at a past time.
         var retired: [VerificationKey] = []
+        /// The keys the last fetched JWKS listed but tokenguard skipped, even when that left none usable.
+        var lastSkipped: [JWKParser.Skipped] = []
     }
 
     public init(
@@ -139,7 +141,7 @@ public final class JWKSKeySource: KeySource {
             return KeySourceStatus(
                 keyIDs: state.keys?.keys.compactMap(\.keyID) ?? [], usable: usable, fetchedAt: state.fetchedAt,
                 expiresAt: state.fetchedAt == nil ? nil : state.expiresAt, lastError: state.lastError, consecutiveFailures: state.failures,
-                skippedKeys: state.keys?.skipped ?? [])
+                skippedKeys: state.lastSkipped)
         }
     }
 
@@ -192,8 +194,10 @@ public final class JWKSKeySource: KeySource {
             } catch {
                 throw FetchFailure("malformed JWKS: \(error.message)", outcome: "malformed")
             }
+            state.withLock { $0.lastSkipped = keySet.skipped }
             guard !keySet.keys.isEmpty else {
-                throw FetchFailure("JWKS has no usable keys (\(keySet.skipped.count) skipped)", outcome: "malformed")
+                let reasons = keySet.skipped.prefix(4).map(\.description).joined(separator: "; ")
+                throw FetchFailure("JWKS has no usable keys (\(keySet.skipped.count) skipped: \(reasons))", outcome: "malformed")
             }
             if !keySet.skipped.isEmpty {
                 // Once per fetch: a skipped key is otherwise invisible until a token names it.

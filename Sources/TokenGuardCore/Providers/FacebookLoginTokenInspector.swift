@@ -74,8 +74,9 @@ public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         guard tokenAppID.sameBytes(as: appID) else {
             return .failure(VerificationError(.tokenInactive, "the token was issued to another Facebook app"))
         }
-        guard data["type"]?.stringValue == "USER" else {
-            return .failure(VerificationError(.tokenInactive, "not a user access token (type \(data["type"]?.stringValue ?? "none"))"))
+        guard let type = data["type"]?.stringValue else { return malformed("type") }
+        guard type.sameBytes(as: "USER") else {
+            return .failure(VerificationError(.tokenInactive, "not a user access token (type \(type.prefix(32)))"))
         }
         var expiresAt: Int64? = nil
         switch data["expires_at"] {

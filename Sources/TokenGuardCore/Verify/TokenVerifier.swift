@@ -229,12 +229,29 @@ public struct TokenVerifier: Sendable {
         try checkNotBefore(reader, now: now)
         let issuedAt = try checkIssuedAt(reader, key: key, now: now)
         try checkNonce(claimed: try reader.string("nonce"), requested: nonce)
+        // A signed payload carrying `events` is a provider's server-to-server notification (Apple signs those with
+        // the same keys, for the same audience): never a sign-in.
+        if claims["events"] != nil {
+            throw VerificationError(.invalidTokenType, "the payload carries events: a server-to-server notification is not an ID token")
+        }
         let subject = try reader.requiredString("sub")
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
         return Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
-            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try reader.emailVerified(),
+            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try emailVerified(reader),
             tenantID: tenantID, claims: claims)
+    }
+
+    /// Whether the verdict's email can be trusted. Microsoft sends no trustworthy `email_verified` ("nOAuth": a
+    /// tenant can put any unverified email in its tokens): only `xms_edov` (email domain owner verified) counts,
+    /// and only with an `email`. Other providers: their `email_verified` claim.
+    func emailVerified(_ reader: ClaimsReader) throws(VerificationError) -> Bool {
+        guard policy.kind == .microsoft else { return try reader.emailVerified() }
+        guard try reader.string("email") != nil else { return false }
+        switch reader.claims["xms_edov"] {
+        case .bool(true)?, .string("1")?, .string("true")?, .integer(1)?: return true
+        default: return false
+        }
     }
 
     /// `iss`, exact; for Microsoft built from the token's own `tid` and agreeing with the key's `issuer`.
