@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The long checks (CI runs them after scripts/test.sh): the release binary end to end, deploy manifests, the
+# OpenAPI document against the live server, every fuzz target, the benchmark, the soak and abuse runs, and the test
+# suite under AddressSanitizer (optimised build) and ThreadSanitizer (debug). One release build folder serves every
+# release stage. Each stage prints its duration and has a time limit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/stage.sh
+
+stage "install dependencies" 900 bash scripts/install-deps.sh
+stage "build (release: tokenguard, stress)" 1500 bash -c 'swift build -c release --product tokenguard 2>&1 | grep -E "error|Build" | tail -3; swift build -c release --product stress 2>&1 | grep -E "error|Build" | tail -3; test -x .build/release/tokenguard'
+# The end-to-end tests again, against the binary users run (a release build once read a PEM from freed memory
+# while the debug tests passed). The test product is the debug one from scripts/test.sh.
+stage "end-to-end tests against the release binary" 900 bash -c 'set -o pipefail; swift build --product tokenguardPackageTests 2>&1 | grep -E "error" | head; TOKENGUARD_BIN=.build/release/tokenguard swift test --skip-build --filter "TokenGuardServerTests|TokenGuardCLITests" 2>&1 | tee .build/release-e2e.txt | grep -E "✘|Test run" | tail -20'
+stage "deploy manifests (offline schemas)" 600 bash scripts/validate-deploy.sh
+stage "OpenAPI against the live server (schemathesis)" 900 env TOKENGUARD_BIN=.build/release/tokenguard bash scripts/api-fuzz.sh
+stage "fuzz every target (20 s each)" 1200 bash scripts/fuzz.sh --all 20
+stage "benchmark (--quick)" 1200 swift run -c release bench --quick --json .build/bench-quick.json
+stage "soak (90 s)" 600 bash scripts/soak.sh 90
+stage "abuse (10 s per scenario)" 600 bash scripts/abuse.sh 10
+stage "AddressSanitizer (optimised build)" 1800 bash scripts/sanitize.sh address
+stage "ThreadSanitizer (debug build)" 1800 bash scripts/sanitize.sh thread
+stage_summary
