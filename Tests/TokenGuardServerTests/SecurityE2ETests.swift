@@ -286,3 +286,98 @@ struct SecurityE2ETests {
         }
     }
 }
+
+/// The remaining findings through the binary: ECDSA twins, explicit typing, azp, small-order Ed25519 keys and the
+/// Microsoft tenant rule, over HTTP and through `tokenguard batch`.
+@Suite(.serialized)
+struct SecurityFindingsE2ETests {
+    let now = Int64(Date().timeIntervalSince1970)
+
+    func code(_ response: HTTPResponse) throws -> String? {
+        try JSONParser.parseObject(response.body)["error"]?.objectValue?["code"]?.stringValue
+    }
+
+    @Test("ECDSA twin, at+jwt, foreign azp and a small-order Ed25519 key: refused over HTTP and in batch; explain claims like verify")
+    func findingsThroughTheBinary() async throws {
+        let workspace = try TempWorkspace()
+        let ec = try SharedTestKeys.p256()
+        let smallOrder = "{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"kid\":\"identity\",\"x\":\"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}"
+        let jwks = try workspace.write("jwks.json", "{\"keys\":[\(JSONWriter.string(.object(try ec.jwk()))),\(smallOrder)]}")
+        let provider = "  corp: { kind: oidc, issuer: \"https://idp.example\", audiences: [api], jwks_file: \"\(jwks)\" }\n"
+        let config = try workspace.write("tokenguard.yaml", "replay: { store: memory }\nproviders:\n" + provider)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        func claims(_ sub: String, _ extra: [(String, JSONValue)] = []) -> JSONObject {
+            var object = JSONObject([("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string(sub)), ("exp", .integer(now + 600))])
+            for (name, value) in extra { object.set(name, value) }
+            return object
+        }
+        func body(_ token: String, explain: Bool = false) -> String { "{\"provider\":\"corp\",\"token\":\"\(token)\",\"explain\":\(explain)}" }
+
+        // An ECDSA token and its twin (r, n - s): one sign-in, one use.
+        let token = try ec.sign(claims("twin"))
+        let parts = segments(token)
+        let signature = try #require(Base64URL.decode(parts[2]))
+        let twin = parts[0] + "." + parts[1] + "." + Base64URL.encode(Array(signature[..<32]) + ByteIdentityTestsMath.p256Negate(Array(signature[32...])))
+        #expect(try await server.post("/v1/verify", body(token, explain: true)).status == 200)
+        let second = try await server.post("/v1/verify", body(twin))
+        #expect(try code(second) == "token_replayed")
+        let again = try JSONParser.parseObject(try await server.post("/v1/verify", body(token, explain: true)).body)
+        #expect(again["error"]?.objectValue?["code"] == .string("token_replayed"), "an explained request claimed the token like a plain one")
+        let replayCheck = again["checks"]?.arrayValue?.first { $0.objectValue?["check"] == .string("replay") }?.objectValue
+        #expect(replayCheck?["ok"] == .bool(false))
+
+        let access = try ec.sign(claims("access"), extraHeader: [("typ", .string("at+jwt"))])
+        #expect(try code(try await server.post("/v1/verify", body(access))) == "invalid_token_type")
+        let foreignParty = try ec.sign(claims("azp", [("azp", .string("someone-else"))]))
+        #expect(try code(try await server.post("/v1/verify", body(foreignParty))) == "invalid_audience")
+        let header = Base64URL.encode(Array("{\"alg\":\"EdDSA\",\"kid\":\"identity\"}".utf8))
+        let forged = header + "." + parts[1] + "." + Base64URL.encode([1] + [UInt8](repeating: 0, count: 63))
+        #expect(try code(try await server.post("/v1/verify", body(forged))) == "unknown_key")
+        let providers = String(decoding: try await server.get("/v1/providers").body, as: UTF8.self)
+        #expect(providers.contains("identity") && providers.contains("small-order"))
+
+        // tokenguard batch: the same verdicts.
+        let fresh = try ec.sign(claims("batch"))
+        let freshParts = segments(fresh)
+        let freshSignature = try #require(Base64URL.decode(freshParts[2]))
+        let freshTwin = freshParts[0] + "." + freshParts[1] + "." + Base64URL.encode(Array(freshSignature[..<32]) + ByteIdentityTestsMath.p256Negate(Array(freshSignature[32...])))
+        let lines = [fresh, freshTwin, access, foreignParty, forged].enumerated().map { "{\"id\":\($0.offset),\"provider\":\"corp\",\"token\":\"\($0.element)\"}" }
+        let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
+        let run = try BinaryRunner.run(["batch", "--config", config, input])
+        let codes = run.stdout.split(separator: "\n").map { line -> String in
+            let verdict = try? JSONParser.parseObject(Array(line.utf8))
+            return verdict?["error"]?.objectValue?["code"]?.stringValue ?? "valid"
+        }
+        #expect(codes == ["valid", "token_replayed", "invalid_token_type", "invalid_audience", "unknown_key"], "\(run.stdout)")
+    }
+
+    @Test("microsoft without tenants is a config error naming tenants; built-in defaults say what to set")
+    func microsoftTenants() throws {
+        let workspace = try TempWorkspace()
+        let config = try workspace.write("ms.yaml", "providers:\n  microsoft: { audiences: [\"a\"] }\n")
+        let run = try BinaryRunner.run(["verify", "--config", config, "--provider", "microsoft", "--token", "a.b.c"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("providers.microsoft.tenants"))
+    }
+}
+
+/// Arithmetic for the ECDSA twin: n - s over P-256's group order.
+enum ByteIdentityTestsMath {
+    static let p256Order: [UInt8] = [
+        0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+    ]
+
+    static func p256Negate(_ s: [UInt8]) -> [UInt8] {
+        var result = [UInt8](repeating: 0, count: 32)
+        var borrow = 0
+        for index in stride(from: 31, through: 0, by: -1) {
+            var digit = Int(p256Order[index]) - Int(s[index]) - borrow
+            borrow = digit < 0 ? 1 : 0
+            if digit < 0 { digit += 256 }
+            result[index] = UInt8(digit)
+        }
+        return result
+    }
+}
