@@ -48,11 +48,19 @@ let package = Package(
             dependencies: ["COpenSSL", "TokenGuardSync"],
             swiftSettings: memorySafeSettings
         ),
-        // The verification core: JOSE, keys, claims, provider policies. No HTTP serving, no curl.
+        // The pure verification core: JSON, JOSE, keys and key sets, provider policies, claims, verdicts, checks,
+        // request wire forms. No Foundation, logging, metrics, SQLite or YAML (scripts/check-layout.sh).
         .target(
             name: "TokenGuardCore",
+            dependencies: ["TokenGuardCrypto", "TokenGuardSync"],
+            swiftSettings: strictSettings
+        ),
+        // The service around the core: config (YAML), fetched and archived keys, discovery, opaque-token
+        // inspection, replay protection, the provider registry, the dev-IdP minter. No C module, no HTTP serving.
+        .target(
+            name: "TokenGuardService",
             dependencies: [
-                "TokenGuardCrypto", "TokenGuardSync",
+                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardSync",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -60,23 +68,29 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The NDJSON batch reader and runner (`tokenguard batch`).
+        .target(
+            name: "TokenGuardBatch",
+            dependencies: ["TokenGuardService", "TokenGuardCore"],
+            swiftSettings: strictSettings
+        ),
         // Outbound HTTPS on libcurl: the only Swift module that imports CCurl.
         .target(
             name: "TokenGuardFetch",
-            dependencies: ["CCurl", "TokenGuardCore"],
+            dependencies: ["CCurl", "TokenGuardService", "TokenGuardCore"],
             swiftSettings: memorySafeSettings
         ),
         // The fleet replay store on Redis: the only Swift module that imports CHiredis.
         .target(
             name: "TokenGuardRedis",
-            dependencies: ["CHiredis", "TokenGuardCore"],
+            dependencies: ["CHiredis", "TokenGuardService", "TokenGuardCore"],
             swiftSettings: memorySafeSettings
         ),
         // The HTTP API on Hummingbird 2: the only module that serves HTTP.
         .target(
             name: "TokenGuardServer",
             dependencies: [
-                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync",
+                "TokenGuardService", "TokenGuardCore", "TokenGuardSync",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -88,15 +102,20 @@ let package = Package(
         .executableTarget(
             name: "tokenguard",
             dependencies: [
-                "TokenGuardCore", "TokenGuardFetch", "TokenGuardServer", "TokenGuardCrypto", "TokenGuardRedis",
+                "TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardFetch", "TokenGuardServer", "TokenGuardCrypto",
+                "TokenGuardRedis",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "bench",
-            dependencies: [
+            dependencies: ["TokenGuardService", "TokenGuardBatch", 
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "COpenSSL", "CJWT",
                 "TokenGuardTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
@@ -110,7 +129,7 @@ let package = Package(
         // A verification loop for valgrind (scripts/leak-check.sh), kept small so its DWARF-4 build is quick.
         .executableTarget(
             name: "leakloop",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardService", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
             path: "Benchmarks/leakloop",
             swiftSettings: strictSettings
         ),
@@ -118,7 +137,7 @@ let package = Package(
         // The soak and abuse runs against the real server (scripts/soak.sh, scripts/abuse.sh).
         .executableTarget(
             name: "stress",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardService", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport"],
             path: "Benchmarks/stress",
             swiftSettings: strictSettings
         ),
@@ -126,7 +145,7 @@ let package = Package(
         // libFuzzer targets (scripts/fuzz.sh): one executable, the first argument names the target.
         .executableTarget(
             name: "tokenguard-fuzz",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto"],
+            dependencies: ["TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto"],
             path: "Fuzz/Sources",
             swiftSettings: strictSettings
         ),
@@ -134,24 +153,24 @@ let package = Package(
         // Test support: key generation, token minting, libjwt reference verifier.
         .target(
             name: "TokenGuardTestSupport",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "CJWT"],
+            dependencies: ["TokenGuardService", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "CJWT"],
             path: "Tests/TokenGuardTestSupport",
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "TokenGuardCryptoTests",
-            dependencies: ["TokenGuardCrypto", "TokenGuardCore", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardService", "TokenGuardCrypto", "TokenGuardCore", "TokenGuardTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "TokenGuardCoreTests",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "TokenGuardFetchTests",
-            dependencies: [
+            dependencies: ["TokenGuardService", 
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -160,14 +179,14 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardServerTests",
-            dependencies: [
+            dependencies: ["TokenGuardService", "TokenGuardBatch", 
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "TokenGuardTestSupport", "tokenguard",
             ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "TokenGuardCLITests",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport", "tokenguard"],
+            dependencies: ["TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport", "tokenguard"],
             swiftSettings: strictSettings
         ),
     ]

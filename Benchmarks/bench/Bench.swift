@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardRedis
 import TokenGuardTestSupport

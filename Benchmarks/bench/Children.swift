@@ -4,6 +4,8 @@ import ServiceLifecycle
 import TokenGuardTestSupport
 import Hummingbird
 import TokenGuardCore
+import TokenGuardService
+import TokenGuardBatch
 import TokenGuardCrypto
 import TokenGuardServer
 

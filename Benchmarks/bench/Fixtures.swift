@@ -1,4 +1,5 @@
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardTestSupport
 

@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardTestSupport
 

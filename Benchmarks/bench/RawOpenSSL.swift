@@ -1,5 +1,6 @@
 import COpenSSL
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardTestSupport
 

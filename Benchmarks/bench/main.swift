@@ -7,6 +7,7 @@
 // verification loop for `perf record`. (The valgrind loop is the `leakloop` target.)
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardTestSupport
 
 let arguments = Array(CommandLine.arguments.dropFirst())

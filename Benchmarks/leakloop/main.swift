@@ -3,6 +3,7 @@
 // (scripts/leak-check.sh). A small target of its own so the valgrind build stays quick.
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardTestSupport
 

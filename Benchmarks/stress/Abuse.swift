@@ -2,6 +2,7 @@ import TokenGuardSync
 import Foundation
 import Synchronization
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
 import TokenGuardTestSupport

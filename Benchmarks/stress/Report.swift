@@ -1,5 +1,6 @@
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 
 /// What a stress run found: figures for the JSON report and the reasons it failed, if any.
 struct StressReport {

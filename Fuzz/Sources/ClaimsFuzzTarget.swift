@@ -1,4 +1,5 @@
 @testable import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 
 /// The claims reader and every provider's claim checks, on an arbitrary payload (the signature is taken as

@@ -1,4 +1,5 @@
 import TokenGuardCore
+import TokenGuardService
 
 /// The configuration loader (YAML through Yams, then tokenguard's own validation), with no environment.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 @testable import TokenGuardCore
+import TokenGuardService
 
 /// What the targets verify against: the sample configuration and its pinned JWKS files in `examples/`
 /// (scripts/fuzz.sh runs from the repository root), at the time the sample tokens were used.

@@ -1,4 +1,5 @@
 @testable import TokenGuardCore
+import TokenGuardService
 
 /// Decoding of `POST /v1/verify` and `POST /v1/verify/batch` bodies (the code the HTTP routes call), then
 /// verification of what decodes, as the server does.

@@ -1,4 +1,5 @@
 @testable import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 
 /// The JWK/JWKS parser, and OpenSSL verification with whatever keys it accepts.

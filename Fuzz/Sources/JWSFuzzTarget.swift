@@ -1,4 +1,5 @@
 @testable import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 
 /// The compact-JWS parser and the whole verifier, against the sample providers' real keys.

@@ -1,5 +1,6 @@
 import CCurl
 import TokenGuardCore
+import TokenGuardService
 
 /// Owns one libcurl easy handle. Confined to the worker thread that created it; never shared.
 ///

@@ -1,6 +1,7 @@
 import CCurl
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 
 /// The outbound HTTP client on libcurl, used for every call to a provider.
 ///

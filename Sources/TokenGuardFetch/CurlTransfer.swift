@@ -1,5 +1,6 @@
 import CCurl
 import TokenGuardCore
+import TokenGuardService
 
 /// Collects one transfer's headers and body, enforcing the size limit as bytes arrive.
 final class TransferState {

@@ -1,6 +1,7 @@
 import CHiredis
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 
 /// The fleet replay store on Redis through hiredis. An atomic script sets every key only if none exists, with
 /// `EXAT` expiry, so two replicas racing on one token accept it exactly once.

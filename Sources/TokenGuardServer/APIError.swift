@@ -1,6 +1,7 @@
 import Hummingbird
 import NIOCore
 import TokenGuardCore
+import TokenGuardService
 
 /// A JSON error response with a stable code: `{"error": {"code": "...", "message": "..."}}`.
 struct APIError: Error, HTTPResponseError {

@@ -3,6 +3,7 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 import TokenGuardCore
+import TokenGuardService
 
 /// Builds the tokenguard HTTP application: routes, limits, background key refresh.
 ///

@@ -1,5 +1,6 @@
 import Hummingbird
 import TokenGuardCore
+import TokenGuardService
 
 /// Refuses requests without a configured caller key in `X-Tokenguard-Key` (403 `caller_not_allowed`), before any
 /// body is read.

@@ -2,6 +2,7 @@ import Hummingbird
 import Logging
 import ServiceLifecycle
 import TokenGuardCore
+import TokenGuardService
 
 /// The developer IdP over HTTP, on loopback only (the role Firebase's Auth emulator plays):
 /// `GET /jwks`, `GET /.well-known/openid-configuration`, and `GET /mint?provider=apple&nonce=RAW[&audience=…]`.

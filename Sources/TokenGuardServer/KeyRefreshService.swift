@@ -1,5 +1,6 @@
 import ServiceLifecycle
 import TokenGuardCore
+import TokenGuardService
 
 /// Keeps every fetching provider's keys fresh for the life of the service; stops on graceful shutdown.
 public struct KeyRefreshService: Service {

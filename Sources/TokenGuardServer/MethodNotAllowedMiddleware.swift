@@ -1,5 +1,6 @@
 import Hummingbird
 import TokenGuardCore
+import TokenGuardService
 
 /// Answers 405 (with `Allow`) for a known path asked with a method it does not serve, instead of 404:
 /// the path exists, the method is what is wrong.

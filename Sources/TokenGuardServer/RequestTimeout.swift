@@ -2,6 +2,7 @@ import TokenGuardSync
 import Hummingbird
 import Synchronization
 import TokenGuardCore
+import TokenGuardService
 
 /// Bounds a request's work: after `seconds` the client gets 503 with `Retry-After` and the work is cancelled.
 /// Outbound calls are bounded by their own timeouts; this bounds everything else (a slow body upload, a pile-up

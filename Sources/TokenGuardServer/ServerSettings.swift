@@ -1,4 +1,5 @@
 import TokenGuardCore
+import TokenGuardService
 
 /// Limits and behaviour of the HTTP API (config `server:`; defaults from the contract's issue).
 public struct ServerSettings: Sendable {

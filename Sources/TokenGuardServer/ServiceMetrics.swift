@@ -1,6 +1,7 @@
 import Dispatch
 import Metrics
 import TokenGuardCore
+import TokenGuardService
 
 /// Verification metrics: counts by provider and outcome code (a bounded label set), and latency.
 enum ServiceMetrics {

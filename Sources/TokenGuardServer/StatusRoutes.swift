@@ -1,6 +1,7 @@
 import Hummingbird
 import Prometheus
 import TokenGuardCore
+import TokenGuardService
 
 /// `GET /v1/providers`, `/healthz`, `/readyz` and `/metrics`.
 struct StatusRoutes: Sendable {

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import TokenGuardCore
+import TokenGuardService
 
 /// `POST /v1/verify` and `POST /v1/verify/batch`.
 struct VerifyRoutes: Sendable {

@@ -2,6 +2,8 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import TokenGuardCore
+import TokenGuardService
+import TokenGuardBatch
 
 struct BatchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

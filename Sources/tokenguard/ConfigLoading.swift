@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardFetch
 import TokenGuardRedis
 

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardServer
 
 struct DevIdPCommand: AsyncParsableCommand {

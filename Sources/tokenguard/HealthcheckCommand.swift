@@ -1,5 +1,6 @@
 import ArgumentParser
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardFetch
 
 /// For container health checks on images without curl: GETs a loopback URL, exits 0 on 200.

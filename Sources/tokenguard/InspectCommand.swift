@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 
 struct InspectCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

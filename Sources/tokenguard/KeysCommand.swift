@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 
 struct KeysCommand: ParsableCommand {

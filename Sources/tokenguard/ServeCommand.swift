@@ -6,6 +6,7 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
 import TokenGuardServer

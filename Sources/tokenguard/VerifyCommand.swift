@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 
 struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The binary checking GitHub tokens against a local server; secrets only from the environment.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// End-to-end tests of the `tokenguard` binary: exit codes, JSON output, NDJSON batches.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardTestSupport
 
 struct KeySetTests {

@@ -1,5 +1,6 @@
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardTestSupport
 

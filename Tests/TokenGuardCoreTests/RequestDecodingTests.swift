@@ -4,6 +4,8 @@
 import Foundation
 import Testing
 @testable import TokenGuardCore
+import TokenGuardService
+import TokenGuardBatch
 import TokenGuardTestSupport
 
 /// Request decoding shared by the HTTP API and the batch tool, and the batch line reader, including the

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// Wycheproof's whole-JWS vectors through tokenguard's JWS verifier (structure, algorithm, key, signature).

@@ -2,6 +2,7 @@ import Metrics
 import MetricsTestKit
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardFetch
 import TokenGuardTestSupport
 

@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
 import TokenGuardTestSupport

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
 import TokenGuardTestSupport

@@ -1,4 +1,5 @@
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 
 /// Builds claims shaped like each provider's real ID tokens (see ../shared/PROVIDERS.md and real-tokens/).

@@ -1,5 +1,6 @@
 import Foundation
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardFetch
 
 /// A real `tokenguard serve` process on a loopback port of its own, stopped by its pid.

@@ -1,6 +1,7 @@
 import TokenGuardSync
 import Synchronization
 import TokenGuardCore
+import TokenGuardService
 import TokenGuardCrypto
 
 /// A signing key with its kid and algorithm, as a test IdP would publish it.

@@ -1,4 +1,5 @@
 import TokenGuardCore
+import TokenGuardService
 
 /// Shorthands for building verifiers in tests.
 public enum Verifiers {

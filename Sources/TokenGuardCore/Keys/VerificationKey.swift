@@ -29,7 +29,7 @@ public struct VerificationKey: Sendable {
         self.publishedWindow = publishedWindow
     }
 
-    func withPublishedWindow(_ window: ClosedRange<Int64>) -> VerificationKey {
+    package func withPublishedWindow(_ window: ClosedRange<Int64>) -> VerificationKey {
         VerificationKey(
             keyID: keyID, publicKey: publicKey, algorithm: algorithm, issuer: issuer, thumbprint: thumbprint, jwk: jwk, publishedWindow: window)
     }

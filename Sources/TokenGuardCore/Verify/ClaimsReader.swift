@@ -3,7 +3,7 @@ struct ClaimsReader {
     let claims: JSONObject
 
     /// Latest NumericDate accepted: 9999-12-31T23:59:59Z. Anything later is nonsense or an overflow attempt.
-    static let maximumNumericDate: Int64 = 253_402_300_799
+    static let maximumNumericDate: Int64 = NumericDate.maximum
 
     func string(_ name: String) throws(VerificationError) -> String? {
         guard let value = claims[name] else { return nil }
@@ -67,4 +67,10 @@ struct ClaimsReader {
         default: throw VerificationError(.malformedToken, "claim email_verified is neither a boolean nor \"true\"/\"false\"")
         }
     }
+}
+
+/// The range of dates tokenguard accepts from any source (claims, archives, upstream answers).
+public enum NumericDate {
+    /// 9999-12-31T23:59:59Z.
+    public static let maximum: Int64 = 253_402_300_799
 }

@@ -22,6 +22,8 @@ public struct Explanation: Sendable {
 
     public let checks: [Check]
 
+    public init(checks: [Check]) { self.checks = checks }
+
     public var json: JSONValue { .array(checks.map { .object($0.json) }) }
 }
 

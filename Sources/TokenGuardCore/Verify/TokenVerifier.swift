@@ -376,8 +376,8 @@ extension String {
 }
 
 /// ISO 8601 UTC formatting for messages, without Foundation's formatters.
-enum UTCTime {
-    static func iso8601(_ value: Int64) -> String {
+package enum UTCTime {
+    package static func iso8601(_ value: Int64) -> String {
         // Total over every Int64: values outside 0001-01-01…9999-12-31 are shown clamped, never overflow.
         let seconds = min(max(value, -62_135_596_800), 253_402_300_799)
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400

@@ -1,3 +1,4 @@
+import TokenGuardCore
 import Foundation
 import GRDB
 
@@ -70,7 +71,7 @@ public final class KeyArchive: Sendable {
                 // would trap, and the archive is a file anyone with disk access can edit.
                 guard let provider: String = row["provider"], let keyID: String = row["kid"], let thumbprint: String = row["thumbprint"], let jwk: String = row["jwk"],
                     let firstSeen: Int64 = row["first_seen"], let lastSeen: Int64 = row["last_seen"],
-                    firstSeen >= 86_400, firstSeen <= lastSeen, lastSeen <= ClaimsReader.maximumNumericDate
+                    firstSeen >= 86_400, firstSeen <= lastSeen, lastSeen <= NumericDate.maximum
                 else { return nil }
                 return Entry(provider: provider, keyID: keyID, thumbprint: thumbprint, jwk: jwk, firstSeen: firstSeen, lastSeen: lastSeen)
             }

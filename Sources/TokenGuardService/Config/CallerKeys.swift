@@ -1,3 +1,4 @@
+import TokenGuardCore
 import Foundation
 import Logging
 import TokenGuardCrypto

@@ -1,3 +1,4 @@
+import TokenGuardCore
 import Foundation
 
 /// A fixed set of threads, each owning one resource that never leaves it (a libcurl handle, a Redis

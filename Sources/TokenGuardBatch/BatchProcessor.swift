@@ -1,3 +1,5 @@
+import TokenGuardService
+import TokenGuardCore
 /// Turns one NDJSON request line into one NDJSON verdict line (contract: `tokenguard batch`).
 ///
 /// Input: `{"id": any, "provider": "...", "token": "...", "nonce": "..."?, "at": unix?}`. Output: the verdict

@@ -1,3 +1,4 @@
+import TokenGuardCore
 import Foundation
 import TokenGuardCrypto
 
@@ -82,7 +83,7 @@ public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         switch data["expires_at"] {
         case nil, .integer(0)?:
             break  // 0: a token that does not expire (long-lived page tokens)
-        case .integer(let seconds)? where seconds > 0 && seconds <= ClaimsReader.maximumNumericDate:
+        case .integer(let seconds)? where seconds > 0 && seconds <= NumericDate.maximum:
             guard Double(seconds) > now else { return .failure(VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(seconds))")) }
             expiresAt = seconds
         default:
@@ -98,7 +99,7 @@ public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         var issuedAt: Int64? = nil
         switch data["issued_at"] {
         case nil: break
-        case .integer(let seconds)? where seconds >= 0 && seconds <= ClaimsReader.maximumNumericDate: issuedAt = seconds
+        case .integer(let seconds)? where seconds >= 0 && seconds <= NumericDate.maximum: issuedAt = seconds
         default: return malformed("issued_at")
         }
         return .success(

@@ -1,3 +1,4 @@
+import TokenGuardCore
 import Foundation
 
 #if canImport(Glibc)

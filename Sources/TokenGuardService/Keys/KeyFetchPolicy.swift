@@ -1,3 +1,4 @@
+import TokenGuardCore
 /// How a fetching key source caches, refreshes and tolerates failures (config: `keys:`).
 public struct KeyFetchPolicy: Sendable, Equatable {
     /// `Cache-Control: max-age` is clamped to at least this (default 5 min)…

@@ -1,3 +1,4 @@
+import TokenGuardCore
 /// An outbound HTTP request to a provider (JWKS, discovery, token inspection).
 public struct HTTPRequest: Sendable {
     public enum Method: String, Sendable { case get = "GET", post = "POST" }

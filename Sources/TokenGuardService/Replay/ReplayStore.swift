@@ -1,3 +1,4 @@
+import TokenGuardCore
 import TokenGuardSync
 import Foundation
 import Metrics

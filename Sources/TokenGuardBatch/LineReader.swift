@@ -1,3 +1,5 @@
+import TokenGuardService
+import TokenGuardCore
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -27,7 +29,7 @@ public struct LineReader: Sendable {
 
     /// A reader with a buffer of its own size: small buffers let tests and the fuzz target reach the
     /// compaction and discard paths with small inputs.
-    init(fileDescriptor: Int32, maximumLineBytes: Int, bufferBytes: Int) {
+    package init(fileDescriptor: Int32, maximumLineBytes: Int, bufferBytes: Int) {
         self.fd = fileDescriptor
         self.maximumLineBytes = maximumLineBytes
         // Room for a line at the limit, its `\r`, and one more byte to tell whether the line goes on.

@@ -1,3 +1,4 @@
+import TokenGuardCore
 import Foundation
 
 /// GitHub OAuth app (and GitHub App user) access tokens: `POST {api_url}/applications/{client_id}/token`.
@@ -83,7 +84,7 @@ public struct GitHubTokenInspector: OpaqueTokenInspector {
         case nil, .null?:
             break  // OAuth app tokens do not expire
         case .string(let text)?:
-            guard let parsed = ISO8601Time.parse(text), parsed >= 0, parsed <= ClaimsReader.maximumNumericDate else {
+            guard let parsed = ISO8601Time.parse(text), parsed >= 0, parsed <= NumericDate.maximum else {
                 return .failure(VerificationError(.keysUnavailable, "GitHub answered with an unreadable expires_at", retryAfterSeconds: 5))
             }
             guard Double(parsed) > now else { return .failure(VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(parsed))")) }

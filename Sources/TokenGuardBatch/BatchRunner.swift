@@ -1,3 +1,5 @@
+import TokenGuardService
+import TokenGuardCore
 import Dispatch
 import Foundation
 

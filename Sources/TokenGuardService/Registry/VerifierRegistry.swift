@@ -1,3 +1,4 @@
+import TokenGuardCore
 import Foundation
 
 /// The configured providers, each with its verifier, looked up by the name requests use.
