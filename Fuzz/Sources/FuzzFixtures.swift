@@ -19,7 +19,7 @@ enum FuzzFixtures {
     }()
 
     /// Verifiers for the sample providers, with keys from their pinned JWKS files and a pinned clock.
-    static let registry = VerifierRegistry(configuration: configuration, clock: { now })
+    static let registry = VerifierRegistry(configuration: configuration, clock: .fixed(now))
 
     /// Verifiers in a fixed order, so a given input takes the same path every run.
     static let verifiers: [(name: String, verifier: TokenVerifier)] = registry.verifiers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }

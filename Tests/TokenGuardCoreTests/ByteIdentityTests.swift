@@ -54,12 +54,12 @@ struct ByteIdentityTests {
         #expect(kelvin == token, "Swift's String == calls the Kelvin variant equal: the hazard this test guards against")
         #expect(!kelvin.sameBytes(as: token))
 
-        let store = MemoryReplayStore(capacity: 10_000, clock: { Verifiers.now })
+        let store = MemoryReplayStore(capacity: 10_000, clock: .fixed(Verifiers.now))
         let cache = VerifiedTokenCache(capacity: 100)
         let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: cache)
         let registry = VerifierRegistry(
             verifiers: ["apple": verifier], replayGuards: ["apple": ReplayGuard(store: store, leewaySeconds: 60)], replayStore: store,
-            clock: { Verifiers.now })
+            clock: .fixed(Verifiers.now))
         #expect(await registry.verify(provider: "apple", token: token, nonce: nonce, at: nil).verdict != nil)
         #expect(cache.count == 1)
         let claimed = store.count
@@ -85,10 +85,10 @@ struct ByteIdentityTests {
     func providerNamesAreBytes() async throws {
         let key = try SharedTestKeys.rsa()
         let verifier = try Verifiers.make(.apple(name: "Kiosk", audiences: [ProviderTokens.appleAudience]), keys: [key])
-        let store = MemoryReplayStore(clock: { Verifiers.now })
+        let store = MemoryReplayStore(clock: .fixed(Verifiers.now))
         let registry = VerifierRegistry(
             verifiers: ["Kiosk": verifier], replayGuards: ["Kiosk": ReplayGuard(store: store, leewaySeconds: 60)], replayStore: store,
-            clock: { Verifiers.now })
+            clock: .fixed(Verifiers.now))
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         #expect("\u{212A}iosk" == "Kiosk", "Swift's String == would find the provider")
         for lookAlike in ["\u{212A}iosk", "Kiosk\u{200B}", "kiosk", "Kiosk\u{0}", "\u{FEFF}Kiosk"] {
@@ -131,10 +131,10 @@ struct ByteIdentityTests {
     func ecdsaTwinIsAReplay() async throws {
         let key = try SharedTestKeys.p256()
         let policy = ProviderPolicy.oidc(name: "corp", issuer: "https://idp.example", audiences: ["api"])
-        let store = MemoryReplayStore(clock: { Verifiers.now })
+        let store = MemoryReplayStore(clock: .fixed(Verifiers.now))
         let registry = VerifierRegistry(
             verifiers: ["corp": try Verifiers.make(policy, keys: [key])], replayGuards: ["corp": ReplayGuard(store: store, leewaySeconds: 60)],
-            replayStore: store, clock: { Verifiers.now })
+            replayStore: store, clock: .fixed(Verifiers.now))
         let claims = JSONObject([("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 600))])
         let token = try key.sign(claims)
         let parts = segments(token)

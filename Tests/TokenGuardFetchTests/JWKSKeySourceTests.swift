@@ -62,7 +62,7 @@ struct JWKSKeySourceTests {
     func source(_ idp: IdP, clock: TestClock? = nil, archive: KeyArchive? = nil, policy: KeyFetchPolicy = KeyFetchPolicy()) -> JWKSKeySource {
         if let clock {
             return JWKSKeySource(
-                provider: "apple", location: .jwks(idp.url), fetcher: Self.client(), policy: policy, archive: archive, clock: { clock.now })
+                provider: "apple", location: .jwks(idp.url), fetcher: Self.client(), policy: policy, archive: archive, clock: WallClock { clock.now })
         }
         return JWKSKeySource(provider: "apple", location: .jwks(idp.url), fetcher: Self.client(), policy: policy, archive: archive)
     }

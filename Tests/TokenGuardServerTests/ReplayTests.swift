@@ -15,7 +15,7 @@ struct ReplayTests {
     @Test("memory store: a key is accepted once, until it expires; full means unavailable, never forgetting")
     func memoryStore() async throws {
         let clock = TestClockSeconds(1_000)
-        let store = MemoryReplayStore(capacity: 3, clock: { clock.now })
+        let store = MemoryReplayStore(capacity: 3, clock: WallClock { Double(clock.now) })
         #expect(try await store.claim(keys: ["a", "n1"], expiresAt: 1_010).get() == true)
         #expect(try await store.claim(keys: ["a"], expiresAt: 1_010).get() == false, "token replayed")
         #expect(try await store.claim(keys: ["b", "n1"], expiresAt: 1_010).get() == false, "nonce reused")

@@ -28,7 +28,7 @@ public final class JWKSKeySource: KeySource {
     public let policy: KeyFetchPolicy
     private let fetcher: any HTTPFetching
     private let archive: KeyArchive?
-    private let clock: @Sendable () -> Double
+    private let clock: WallClock
     private let logger: Logger
     private let state: Locked<State>
     private static let archiveQueue = DispatchQueue(label: "tokenguard.key-archive")
@@ -52,7 +52,7 @@ public final class JWKSKeySource: KeySource {
     public init(
         provider: String, location: Location, fetcher: any HTTPFetching, policy: KeyFetchPolicy = KeyFetchPolicy(),
         archive: KeyArchive? = nil, logger: Logger = Logger(label: "tokenguard.keys"),
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        clock: WallClock = .system
     ) {
         self.provider = provider
         self.location = location
@@ -72,7 +72,7 @@ public final class JWKSKeySource: KeySource {
     // MARK: - KeySource
 
     public func currentKeys() -> Result<KeySet, VerificationError> {
-        let now = clock()
+        let now = clock.now
         return state.withLock { state in
             if let keys = state.keys, let fetchedAt = state.fetchedAt, now - fetchedAt <= policy.maximumStaleAge { return .success(keys) }
             return .failure(unavailable(state, now: now))
@@ -87,7 +87,7 @@ public final class JWKSKeySource: KeySource {
     }
 
     public func keysAfterMiss(keyID: String?) async -> Result<KeySet, VerificationError>? {
-        let now = clock()
+        let now = clock.now
         enum Decision {
             case join(Task<Result<KeySet, VerificationError>, Never>)
             case answerFromKeysInHand
@@ -136,7 +136,7 @@ public final class JWKSKeySource: KeySource {
     }
 
     public var status: KeySourceStatus {
-        let now = clock()
+        let now = clock.now
         return state.withLock { state in
             let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
             return KeySourceStatus(
@@ -159,7 +159,7 @@ public final class JWKSKeySource: KeySource {
     /// backoff. Run it as a background task for the life of the service.
     public func runRefreshLoop() async {
         while !Task.isCancelled {
-            let now = clock()
+            let now = clock.now
             let delay: Double = state.withLock { state in
                 if state.failures > 0 || state.keys == nil { return max(0, state.nextAttemptAt - now) }
                 // Refresh ahead of expiry by up to 10 % of the TTL (at most a minute), jittered so a fleet spreads out.
@@ -172,7 +172,7 @@ public final class JWKSKeySource: KeySource {
             }
             await refresh()
             Gauge(label: "tokenguard_key_age_seconds", dimensions: [("provider", provider)])
-                .record(state.withLock { $0.fetchedAt.map { clock() - $0 } ?? -1 })
+                .record(state.withLock { $0.fetchedAt.map { clock.now - $0 } ?? -1 })
         }
     }
 
@@ -183,7 +183,7 @@ public final class JWKSKeySource: KeySource {
     }
 
     private func fetch() async -> Result<KeySet, VerificationError> {
-        let started = clock()
+        let started = clock.now
         do {
             let url = try await resolveJWKSURL()
             let response = try await fetcher.send(
@@ -210,7 +210,7 @@ public final class JWKSKeySource: KeySource {
                     ])
             }
             let ttl = policy.ttl(cacheControl: response.header("cache-control"))
-            let now = clock()
+            let now = clock.now
             succeed(keySet, ttl: ttl, at: now)
             // The keys are already in use; the fetch completes once they are archived (and the retired keys for
             // verification at a past time re-read), so a caller that awaited it sees a consistent archive.
@@ -246,7 +246,7 @@ public final class JWKSKeySource: KeySource {
     }
 
     private func fail(_ failure: FetchFailure, started: Double) -> Result<KeySet, VerificationError> {
-        let now = clock()
+        let now = clock.now
         let (failures, delay, stillUsable): (Int, Double, Bool) = state.withLock { state in
             state.failures += 1
             state.lastError = failure.message
@@ -349,7 +349,7 @@ public final class JWKSKeySource: KeySource {
     /// current set become the retired keys used only for verification at a past time.
     private func loadFromArchive() {
         guard let archive else { return }
-        let now = clock()
+        let now = clock.now
         do {
             let since = now - policy.maximumStaleAge
             // Rows claiming to be seen in the future would count as fresh forever: only the past counts.

@@ -21,11 +21,11 @@ public struct OpaqueTokenVerifier: Sendable {
     public let inspector: any OpaqueTokenInspector
     public let cache: OpaqueVerdictCache
     private let logger: Logger
-    private let clock: @Sendable () -> Double
+    private let clock: WallClock
 
     public init(
         inspector: any OpaqueTokenInspector, cache: OpaqueVerdictCache = OpaqueVerdictCache(), logger: Logger = Logger(label: "tokenguard.opaque"),
-        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        clock: WallClock = .system
     ) {
         self.inspector = inspector
         self.cache = cache
@@ -35,7 +35,7 @@ public struct OpaqueTokenVerifier: Sendable {
 
     public func verify(token: String) async -> VerificationResult {
         if let error = inspector.validateShape(token) { return .failure(error) }
-        let now = clock()
+        let now = clock.now
         if let cached = cache.lookup(token, now: now) {
             Counter(label: "tokenguard_cache_hits_total", dimensions: [("provider", inspector.providerName), ("cache", "opaque")]).increment()
             return cached

@@ -13,14 +13,14 @@ public struct VerifierRegistry: Sendable {
     public let replayGuards: [String: ReplayGuard]
     /// The replay store, when replay protection is on (for readiness).
     public let replayStore: (any ReplayStore)?
-    private let clock: @Sendable () -> Int64
+    private let clock: WallClock
     /// The configured provider names by their bytes: a request's name must match one byte for byte, and from then
     /// on only the configured name is used (verdicts, metrics, cache and replay keys).
     private let namesByBytes: [ByteKey: String]
 
     public init(
         verifiers: [String: TokenVerifier], opaqueVerifiers: [String: OpaqueTokenVerifier] = [:], replayGuards: [String: ReplayGuard] = [:],
-        replayStore: (any ReplayStore)? = nil, clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock
+        replayStore: (any ReplayStore)? = nil, clock: WallClock = .system
     ) {
         self.verifiers = verifiers
         self.opaqueVerifiers = opaqueVerifiers
@@ -40,7 +40,6 @@ public struct VerifierRegistry: Sendable {
     /// The JWS verifier of a configured provider, by exact bytes.
     public func verifier(named requested: String) -> TokenVerifier? { configuredName(requested).flatMap { verifiers[$0] } }
 
-    public static let systemClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
 
     /// Builds verifiers from configuration. Keys come from each provider's `jwks_file`, or are fetched with
     /// `fetcher` (recorded in `archive` when given); opaque tokens are checked with `fetcher` too. Without a
@@ -49,7 +48,7 @@ public struct VerifierRegistry: Sendable {
     ///   a memory store is made here for `store: memory`.
     public init(
         configuration: Configuration, fetcher: (any HTTPFetching)? = nil, archive: KeyArchive? = nil, replayStore: (any ReplayStore)? = nil,
-        clock: @escaping @Sendable () -> Int64 = VerifierRegistry.systemClock
+        clock: WallClock = .system
     ) {
         var verifiers: [String: TokenVerifier] = [:]
         var opaque: [String: OpaqueTokenVerifier] = [:]
@@ -57,7 +56,7 @@ public struct VerifierRegistry: Sendable {
             switch provider.settings {
             case .jws(let policy, let keys):
                 verifiers[provider.name] = TokenVerifier(
-                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive),
+                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive, clock),
                     cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
             case .opaque(let settings):
                 let inspector: any OpaqueTokenInspector
@@ -72,19 +71,19 @@ public struct VerifierRegistry: Sendable {
                         fetcher: fetcher)
                 }
                 opaque[provider.name] = OpaqueTokenVerifier(
-                    inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: settings.cacheSeconds))
+                    inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: settings.cacheSeconds), clock: clock)
             }
         }
         var guards: [String: ReplayGuard] = [:]
         var store: (any ReplayStore)? = nil
         if let replay = configuration.replay {
             switch replay.store {
-            case .memory(let maximum): store = replayStore ?? MemoryReplayStore(capacity: maximum)
+            case .memory(let maximum): store = replayStore ?? MemoryReplayStore(capacity: maximum, clock: clock)
             case .redis: store = replayStore
             }
             if let store {
                 for provider in configuration.providers where provider.policy != nil && !provider.replayOptOut {
-                    guards[provider.name] = ReplayGuard(store: store, leewaySeconds: configuration.leewaySeconds)
+                    guards[provider.name] = ReplayGuard(store: store, leewaySeconds: configuration.leewaySeconds, clock: clock)
                 }
             }
         }
@@ -93,19 +92,20 @@ public struct VerifierRegistry: Sendable {
 
     private static func keySource(
         _ name: String, _ keys: ProviderConfiguration.KeyLocation, _ configuration: Configuration, _ fetcher: (any HTTPFetching)?,
-        _ archive: KeyArchive?
+        _ archive: KeyArchive?, _ clock: WallClock
     ) -> any KeySource {
         switch keys {
         case .jwksFile(let path):
             return JWKSFileKeySource(path: path)
         case .jwksURL(let url):
             guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) are at \(url), and no fetcher is configured") }
-            return JWKSKeySource(provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive)
+            return JWKSKeySource(
+                provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive, clock: clock)
         case .discovery(let issuer, let jwksHosts, let devIdP):
             guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) need discovery at \(issuer), and no fetcher is configured") }
             return JWKSKeySource(
                 provider: name, location: .discovery(issuer: issuer, jwksHosts: jwksHosts, devIdP: devIdP), fetcher: fetcher,
-                policy: configuration.keyFetch, archive: archive)
+                policy: configuration.keyFetch, archive: archive, clock: clock)
         }
     }
 
@@ -136,7 +136,7 @@ public struct VerifierRegistry: Sendable {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
         if let verifier = verifiers[provider] {
             let (result, explanation) = await verifier.verifyRefreshingKeys(
-                token: token, nonce: nonce, at: at ?? clock(), historical: at != nil, explain: explain)
+                token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil, explain: explain)
             // Replay protection runs last, on tokens presented now (a logged token checked at a past time is not a use).
             guard at == nil, let replay = replayGuards[provider] else { return (result, explanation) }
             let checked = await replay.check(result, provider: provider, token: token)
@@ -172,7 +172,7 @@ public struct VerifierRegistry: Sendable {
         guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
         guard let verifier = verifiers[provider] else { return nil }
         if at == nil && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
-        return verifier.verify(token: token, nonce: nonce, at: at ?? clock(), historical: at != nil)
+        return verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
     }
 
     /// Fetches every fetching provider's keys once, concurrently (before a batch, or at service start).

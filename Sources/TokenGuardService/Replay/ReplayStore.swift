@@ -52,15 +52,15 @@ public final class MemoryReplayStore: ReplayStore {
 
     public let capacity: Int
     private let state = Locked(State())
-    private let clock: @Sendable () -> Int64
+    private let clock: WallClock
 
-    public init(capacity: Int = 1_000_000, clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }) {
+    public init(capacity: Int = 1_000_000, clock: WallClock = .system) {
         self.capacity = capacity
         self.clock = clock
     }
 
     public func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
-        let now = clock()
+        let now = clock.seconds
         return state.withLock { state in
             for key in keys {
                 if let deadline = state.deadlines[key], deadline > now { return .success(false) }
@@ -90,17 +90,19 @@ public final class MemoryReplayStore: ReplayStore {
 public struct ReplayGuard: Sendable {
     public let store: any ReplayStore
     public let leewaySeconds: Int64
+    private let clock: WallClock
 
-    public init(store: any ReplayStore, leewaySeconds: Int64) {
+    public init(store: any ReplayStore, leewaySeconds: Int64, clock: WallClock = .system) {
         self.store = store
         self.leewaySeconds = leewaySeconds
+        self.clock = clock
     }
 
     public func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
         guard case .success(let verdict) = result else { return result }
         let keys = ReplayKeys.keys(
             provider: provider, token: token, jti: verdict.claims["jti"]?.stringValue, nonceClaim: verdict.claims["nonce"]?.stringValue)
-        let expiresAt = (verdict.expiresAt ?? Int64(Date().timeIntervalSince1970) + 3600) + leewaySeconds
+        let expiresAt = (verdict.expiresAt ?? clock.seconds + 3600) + leewaySeconds
         switch await store.claim(keys: keys, expiresAt: expiresAt) {
         case .success(true):
             Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", "first_use")]).increment()
