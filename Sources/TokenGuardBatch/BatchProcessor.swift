@@ -23,8 +23,14 @@ public struct BatchProcessor: Sendable {
 
     public func process(_ line: LineReader.Line) async -> Output {
         switch line {
-        case .tooLong(let count):
-            return output(id: .null, provider: nil, .failure(VerificationError(.invalidRequest, "line is \(count) bytes, over the limit")))
+        case .tooLong(let count, let head):
+            // The id comes back when it lies within the line's first 4 KiB (contract: "Batch ids").
+            let overlong = OverlongLine(head: head)
+            let error =
+                overlong.tokenRunsOver
+                ? VerificationError(.tokenTooLarge, "line is \(count) bytes: its token is over the limit")
+                : VerificationError(.invalidRequest, "line is \(count) bytes, over the limit")
+            return output(id: overlong.id, provider: nil, .failure(error))
         case .line(let bytes):
             return await process(bytes)
         }

@@ -70,7 +70,7 @@ public struct BatchRunner: Sendable {
                     bytesRead += content.count + 1
                     // Blank lines (such as a trailing newline) are not records.
                     if content.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                case .tooLong(let count):
+                case .tooLong(let count, _):
                     bytesRead += count + 1
                 }
                 defer { recordIndex += 1 }

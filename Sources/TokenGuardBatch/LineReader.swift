@@ -13,7 +13,17 @@ import TokenGuardCore
 public struct LineReader: Sendable {
     public enum Line: Equatable, Sendable {
         case line([UInt8])
-        case tooLong(Int)
+        /// A line over the limit: its length and its first bytes (up to ``headBytes``), so its `id` can be echoed.
+        case tooLong(Int, head: [UInt8])
+
+        /// Lines are equal by content; an over-long line by its length (its head is a diagnostic).
+        public static func == (lhs: Line, rhs: Line) -> Bool {
+            switch (lhs, rhs) {
+            case (.line(let l), .line(let r)): l == r
+            case (.tooLong(let l, _), .tooLong(let r, _)): l == r
+            default: false
+            }
+        }
     }
 
     private let fd: Int32
@@ -37,29 +47,35 @@ public struct LineReader: Sendable {
     }
 
     /// The next line without its terminator (`\n`, or `\r\n`), or nil at end of input.
+    /// How much of an over-long line is kept (contract: an `id` within the first 4 KiB is echoed).
+    public static let headBytes = 4096
+
     public mutating func next() throws(IOError) -> Line? {
         var discarding = 0  // bytes of an over-long line skipped so far
+        var head: [UInt8] = []  // the first bytes of an over-long line, kept when discarding starts
+        func keepHead() { if discarding == 0 { head = Array(buffer[start..<min(end, start + Self.headBytes)]) } }
         while true {
             if let newline = buffer[start..<end].firstIndex(of: UInt8(ascii: "\n")) {
                 let lineEnd = newline
                 defer { start = newline + 1 }
-                if discarding > 0 { return .tooLong(discarding + (lineEnd - start)) }
+                if discarding > 0 { return .tooLong(discarding + (lineEnd - start), head: head) }
                 var line = Array(buffer[start..<lineEnd])
                 if line.last == UInt8(ascii: "\r") { line.removeLast() }
-                if line.count > maximumLineBytes { return .tooLong(line.count) }
+                if line.count > maximumLineBytes { return .tooLong(line.count, head: Array(line.prefix(Self.headBytes))) }
                 return .line(line)
             }
             if finished {
-                if start == end { return discarding > 0 ? .tooLong(discarding) : nil }
+                if start == end { return discarding > 0 ? .tooLong(discarding, head: head) : nil }
                 defer { start = end }
-                if discarding > 0 { return .tooLong(discarding + end - start) }
+                if discarding > 0 { return .tooLong(discarding + end - start, head: head) }
                 var line = Array(buffer[start..<end])
                 if line.last == UInt8(ascii: "\r") { line.removeLast() }
-                return line.count > maximumLineBytes ? .tooLong(line.count) : .line(line)
+                return line.count > maximumLineBytes ? .tooLong(line.count, head: Array(line.prefix(Self.headBytes))) : .line(line)
             }
             // One byte over the limit may still be a line at the limit followed by `\r\n` (found by the batch fuzz
             // target: such CRLF lines were refused as too long while the same line with LF passed).
             if end - start > maximumLineBytes + 1 {
+                keepHead()
                 discarding += end - start
                 start = 0
                 end = 0
@@ -71,6 +87,7 @@ public struct LineReader: Sendable {
                 end = count
             }
             if end == buffer.count {
+                keepHead()
                 discarding += end - start
                 start = 0
                 end = 0

@@ -32,7 +32,7 @@ enum RequestTimeout {
             let timer = Task {
                 try await Task.sleep(for: .seconds(seconds))
                 return APIError(
-                    status: .serviceUnavailable, code: .keysUnavailable, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
+                    status: .serviceUnavailable, code: .requestTimeout, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
             }
             let task = Task {
                 do {

@@ -107,14 +107,23 @@ struct VerifyRoutes: Sendable {
     /// One batch entry's verdict: its own `invalid_request` when it is not a valid item.
     static func verifyItem(_ entry: JSONValue, registry: VerifierRegistry) async -> JSONValue {
         let item: VerifyRequest
+        // An item's id comes back first in its result, as `tokenguard batch` does (contract: "Batch ids").
+        func withID(_ id: JSONValue?, _ verdict: JSONObject) -> JSONValue {
+            guard let id else { return .object(verdict) }
+            var object = JSONObject([("id", id)])
+            for member in verdict.members { object.set(member.name, member.value) }
+            return .object(object)
+        }
         do throws(VerificationError) {
             item = try VerifyRequest.item(entry)
         } catch {
-            return .object(error.json(provider: entry.objectValue?["provider"]?.stringValue))
+            return withID(entry.objectValue?["id"], error.json(provider: entry.objectValue?["provider"]?.stringValue))
         }
         let started = DispatchTime.now()
-        let result = await registry.verify(provider: item.provider, token: item.token, nonce: item.nonce, at: nil)
+        let (result, explanation) = await registry.verify(provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
-        return .object(result.json(provider: item.provider))
+        var verdict = result.json(provider: item.provider)
+        if let explanation { verdict.set("checks", explanation.json) }
+        return withID(item.id, verdict)
     }
 }

@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
 import TokenGuardCrypto
+import TokenGuardService
 
 @main
 struct TokenGuardCommand: AsyncParsableCommand {
-    static let version = "0.1.0"
+    static let version = TokenGuardVersion.string
 
     static let configuration = CommandConfiguration(
         commandName: "tokenguard",

@@ -120,9 +120,9 @@ struct CLITests {
                 expected.append("unknown_provider")
             }
         }
-        // An over-long line is answered without being buffered.
+        // An over-long line is answered without being buffered, and keeps its id (contract v2 "Batch ids").
         lines.append("{\"id\":\"huge\",\"provider\":\"apple\",\"token\":\"" + String(repeating: "A", count: 100_000) + "\"}")
-        expected.append("invalid_request")
+        expected.append("token_too_large")
         let input = try workspace.write("log.ndjson", lines.joined(separator: "\n") + "\n\n")
         var outputs: [String] = []
         for jobs in ["1", "4"] {
@@ -134,8 +134,9 @@ struct CLITests {
                 let verdict = try json(String(line))
                 let code = verdict["error"]?.objectValue?["code"]?.stringValue ?? "valid"
                 #expect(code == expected[index], "line \(index): \(line.prefix(200))")
-                let unparseable = index >= 3000 || (index % 6 == 4 && index % 4 == 0)
-                #expect(verdict["id"] == (unparseable ? .null : .integer(Int64(index))), "order and id kept at line \(index)")
+                let unparseable = index % 6 == 4 && index % 4 == 0
+                let id: JSONValue = index >= 3000 ? .string("huge") : unparseable ? .null : .integer(Int64(index))
+                #expect(verdict["id"] == id, "order and id kept at line \(index)")
             }
             #expect(result.stderr.contains("3001 lines, 500 valid"), "summary: \(result.stderr)")
             outputs.append(result.stdout)

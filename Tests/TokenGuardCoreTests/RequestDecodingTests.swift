@@ -84,7 +84,7 @@ struct RequestDecodingTests {
         return pieces.map { piece in
             var line = piece
             if line.last == UInt8(ascii: "\r") { line.removeLast() }
-            return line.count > maximumLineBytes ? .tooLong(line.count) : .line(line)
+            return line.count > maximumLineBytes ? .tooLong(line.count, head: Array(line.prefix(LineReader.headBytes))) : .line(line)
         }
     }
 

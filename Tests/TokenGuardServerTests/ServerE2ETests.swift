@@ -136,6 +136,19 @@ struct ServerE2ETests {
         let tooBig = try await setup.server.post("/v1/verify/batch", "{\"items\":[\"" + String(repeating: "a", count: 4_200_000) + "\"]}")
         #expect(tooBig.status == 413)
         #expect(try await setup.server.post("/v1/verify/batch", "{\"items\":{}}").status == 400)
+        // Items may carry an id, echoed first in their result (good items and bad ones alike); a single verify may not.
+        let withIDs = try await setup.server.post(
+            "/v1/verify/batch",
+            "{\"items\":[{\"id\":\"a\",\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"x\"},{\"id\":[1,{\"k\":null}],\"token\":5},{\"provider\":\"apple\",\"token\":\"a.b.c\"}]}")
+        let idResults = try #require(try json(withIDs)["results"]?.arrayValue)
+        #expect(idResults[0].objectValue?.names.first == "id")
+        #expect(idResults[0].objectValue?["id"] == .string("a"))
+        #expect(idResults[0].objectValue?["error"]?.objectValue?["code"] == .string("nonce_mismatch"))
+        #expect(idResults[1].objectValue?["id"] == .array([.integer(1), .object(JSONObject([("k", .null)]))]))
+        #expect(idResults[1].objectValue?["error"]?.objectValue?["code"] == .string("invalid_request"))
+        #expect(idResults[2].objectValue?["id"] == nil)
+        let single = try await setup.server.post("/v1/verify", "{\"id\":1,\"provider\":\"apple\",\"token\":\"a.b.c\"}")
+        #expect(single.status == 400)
     }
 
     @Test("a body announced over the limit is refused at once, unread, with Connection: close")

@@ -8,20 +8,24 @@ public struct VerifyRequest: Sendable, Equatable {
     public let token: String
     public let nonce: String?
     public let explain: Bool
+    /// A batch item's `id` (any JSON value), echoed in its result; nil for a single request.
+    public let id: JSONValue?
 
     public static let members: Set<String> = ["provider", "token", "nonce", "explain"]
 
-    public init(provider: String, token: String, nonce: String? = nil, explain: Bool = false) {
+    public init(provider: String, token: String, nonce: String? = nil, explain: Bool = false, id: JSONValue? = nil) {
         self.provider = provider
         self.token = token
         self.nonce = nonce
         self.explain = explain
+        self.id = id
     }
 
-    public init(_ object: JSONObject) throws(VerificationError) {
+    /// - Parameter allowsID: batch items may carry `id`; a single request may not.
+    public init(_ object: JSONObject, allowsID: Bool = false) throws(VerificationError) {
         func invalid(_ message: String) -> VerificationError { VerificationError(.invalidRequest, message) }
-        for name in object.names where !Self.members.containsBytes(name) {
-            throw invalid("unknown member \"\(name.prefix(32))\" (allowed: explain, nonce, provider, token)")
+        for name in object.names where !Self.members.containsBytes(name) && !(allowsID && name.sameBytes(as: "id")) {
+            throw invalid("unknown member \"\(name.prefix(32))\" (allowed: explain, nonce, provider, token\(allowsID ? ", id" : ""))")
         }
         guard let providerValue = object["provider"] else { throw invalid("provider is required") }
         guard let provider = providerValue.stringValue, !provider.isEmpty else { throw invalid("provider must be a non-empty string") }
@@ -38,7 +42,7 @@ public struct VerifyRequest: Sendable, Equatable {
             guard let flag = explainValue.boolValue else { throw invalid("explain must be a boolean") }
             explain = flag
         }
-        self.init(provider: provider, token: token, nonce: nonce, explain: explain)
+        self.init(provider: provider, token: token, nonce: nonce, explain: explain, id: allowsID ? object["id"] : nil)
     }
 
     /// A request body as a JSON object (the body size limit is the server's, checked before this).
@@ -66,7 +70,7 @@ public struct VerifyRequest: Sendable, Equatable {
     /// One batch entry: an object decoded as a ``VerifyRequest``.
     public static func item(_ entry: JSONValue) throws(VerificationError) -> VerifyRequest {
         guard let object = entry.objectValue else { throw VerificationError(.invalidRequest, "item is not an object") }
-        return try VerifyRequest(object)
+        return try VerifyRequest(object, allowsID: true)
     }
 }
 

@@ -23,9 +23,11 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case invalidTokenType = "invalid_token_type"
     /// 403: caller keys are configured and the request carries none or a wrong one.
     case callerNotAllowed = "caller_not_allowed"
+    /// 503: the request was not answered within `server.request_timeout_seconds` (retryable; not a verdict).
+    case requestTimeout = "request_timeout"
 
     /// True for answers that mean "cannot decide now": never to be shown as a rejected token.
-    public var isRetryable: Bool { self == .keysUnavailable || self == .replayStoreUnavailable }
+    public var isRetryable: Bool { self == .keysUnavailable || self == .replayStoreUnavailable || self == .requestTimeout }
 }
 
 /// Why a token was not accepted: a stable code and a human message that never contains the token or nonce.

@@ -1,0 +1,35 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardTestSupport
+
+/// Contract v2 "Batch ids": an over-long `tokenguard batch` line keeps its id; HTTP batch items may carry one.
+struct BatchIDTests {
+    @Test("an over-long batch line gets its id back (from its first 4 KiB) with token_too_large or invalid_request")
+    func overlongLinesKeepTheirID() throws {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        let config = try workspace.write(
+            "tokenguard.yaml", "max_token_bytes: 1024\nproviders:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
+        let huge = String(repeating: "A", count: 20_000)
+        let lines = [
+            "{\"id\":\"first\",\"provider\":\"apple\",\"token\":\"\(huge)\"}",
+            "{\"id\":{\"n\":[1,2,\"x\"]},\"provider\":\"apple\",\"nonce\":\"\(huge)\",\"token\":\"a.b.c\"}",
+            "{\"provider\":\"apple\",\"token\":\"\(huge)\",\"id\":7}",
+            "{\"id\":3,\"provider\":\"apple\",\"token\":\"a.b.c\"}",
+        ]
+        let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
+        let run = try BinaryRunner.run(["batch", "--config", config, input])
+        let verdicts = try run.stdout.split(separator: "\n").map { try JSONParser.parseObject(Array($0.utf8)) }
+        #expect(verdicts.count == 4)
+        #expect(verdicts[0]["id"] == .string("first"))
+        #expect(verdicts[0]["error"]?.objectValue?["code"] == .string("token_too_large"))
+        #expect(verdicts[1]["id"] == .object(JSONObject([("n", .array([.integer(1), .integer(2), .string("x")]))])))
+        #expect(verdicts[1]["error"]?.objectValue?["code"] == .string("invalid_request"))
+        #expect(verdicts[2]["id"] == .null, "an id after the first 4 KiB cannot be read")
+        #expect(verdicts[2]["error"]?.objectValue?["code"] == .string("token_too_large"))
+        #expect(verdicts[3]["id"] == .integer(3))
+        #expect(verdicts[3]["error"]?.objectValue?["code"] == .string("malformed_token"))
+    }
+}
