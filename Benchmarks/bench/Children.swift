@@ -26,7 +26,7 @@ enum Children {
         var logger = Logger(label: "bench-server")
         logger.logLevel = .warning
         let app = buildApplication(
-            registry: registry, kinds: kinds, host: "127.0.0.1", port: port, settings: ServerSettings(configuration.server), prometheus: nil,
+            registry: registry, kinds: kinds, host: "127.0.0.1", port: port, settings: configuration.server, prometheus: nil,
             logger: logger)
         try await app.runService()
     }

@@ -14,7 +14,7 @@ import TokenGuardService
 ///   - prometheus: the registry `/metrics` renders (the one bootstrapped into swift-metrics).
 ///   - extraServices: more services to run in the same group (an embedded dev IdP).
 public func buildApplication(
-    registry: VerifierRegistry, kinds: [String: ProviderKind], host: String, port: Int, settings: ServerSettings = ServerSettings(),
+    registry: VerifierRegistry, kinds: [String: ProviderKind], host: String, port: Int, settings: ServerLimits = ServerLimits(),
     prometheus: PrometheusCollectorRegistry?, logger: Logger, extraServices: [any Service] = [],
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {

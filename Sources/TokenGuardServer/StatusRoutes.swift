@@ -8,7 +8,7 @@ struct StatusRoutes: Sendable {
     let registry: VerifierRegistry
     let kinds: [String: ProviderKind]
     let prometheus: PrometheusCollectorRegistry?
-    let settings: ServerSettings
+    let settings: ServerLimits
 
     func register(on router: Router<TokenGuardRequestContext>) {
         router.get("/healthz") { _, _ in JSONResponse.make(.object(JSONObject([("status", .string("ok"))]))) }

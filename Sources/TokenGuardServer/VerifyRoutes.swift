@@ -8,7 +8,7 @@ import TokenGuardService
 /// `POST /v1/verify` and `POST /v1/verify/batch`.
 struct VerifyRoutes: Sendable {
     let registry: VerifierRegistry
-    let settings: ServerSettings
+    let settings: ServerLimits
 
     func register(on router: Router<TokenGuardRequestContext>) {
         let seconds = settings.requestTimeoutSeconds

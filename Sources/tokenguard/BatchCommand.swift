@@ -5,7 +5,7 @@ import TokenGuardCore
 import TokenGuardService
 import TokenGuardBatch
 
-struct BatchCommand: ParsableCommand {
+struct BatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "batch",
         abstract: "Verify an NDJSON token log; print one verdict line per input line, in input order.",
@@ -42,7 +42,7 @@ struct BatchCommand: ParsableCommand {
         return (index, count)
     }
 
-    func run() throws {
+    func run() async throws {
         let (configuration, registry) = try ConfigLoading.registry(path: options.config)
         let fd: Int32
         if input == "-" {
@@ -56,28 +56,20 @@ struct BatchCommand: ParsableCommand {
         }
         defer { if fd != STDIN_FILENO { close(fd) } }
         // Fetch keys once up front; the workers then verify from memory.
-        runBlocking { await registry.prepare() }
+        await registry.prepare()
         let processor = BatchProcessor(registry: registry, defaultAt: options.at)
         // A line holds a token plus a small envelope; anything longer is refused without being buffered.
-        let reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
+        var reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
         var totalBytes: Int? = nil
         var info = stat()
         if fd != STDIN_FILENO, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { totalBytes = Int(info.st_size) }
         let writeProgress: @Sendable (String) -> Void = { @Sendable line in Stderr.write(line) }
         let progress: (@Sendable (String) -> Void)? = isatty(STDERR_FILENO) == 1 ? writeProgress : nil
         let runner = BatchRunner(processor: processor, jobs: jobs, progress: progress, shard: try parsedShard(), totalBytes: totalBytes)
-        let outcome: Result<BatchRunner.Summary, any Error> = runBlocking { [reader] in
-            var reader = reader
-            do {
-                return .success(try await runner.run(reader: &reader))
-            } catch {
-                return .failure(error)
-            }
-        }
         let summary: BatchRunner.Summary
-        switch outcome {
-        case .success(let value): summary = value
-        case .failure(let error):
+        do {
+            summary = try await runner.run(reader: &reader)
+        } catch {
             Stderr.write("tokenguard: \(error)\n")
             throw ExitCodes.usage
         }

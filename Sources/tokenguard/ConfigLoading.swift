@@ -108,20 +108,3 @@ struct JSONLogHandler: LogHandler {
     }
 }
 
-/// Runs async work from a synchronous command and waits for it. Only for the CLI's top level.
-func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-    let semaphore = DispatchSemaphore(value: 0)
-    let box = ResultBox<T>()
-    Task {
-        box.value = await body()
-        semaphore.signal()
-    }
-    semaphore.wait()
-    guard let value = box.value else { preconditionFailure("runBlocking: no value") }
-    return value
-}
-
-/// Carries a value from a task to the thread waiting on the semaphore; the semaphore orders the accesses.
-final class ResultBox<T>: @unchecked Sendable {
-    var value: T?
-}

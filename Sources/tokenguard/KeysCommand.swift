@@ -4,7 +4,7 @@ import TokenGuardCore
 import TokenGuardService
 import TokenGuardCrypto
 
-struct KeysCommand: ParsableCommand {
+struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "List each provider's keys: fetched now (the cache) and every version in the key archive."
@@ -13,9 +13,9 @@ struct KeysCommand: ParsableCommand {
     @Option(name: .long, help: "Config file (YAML or JSON). Default: $TOKENGUARD_CONFIG.")
     var config: String?
 
-    func run() throws {
+    func run() async throws {
         let (configuration, registry) = try ConfigLoading.registry(path: config)
-        runBlocking { await registry.prepare() }
+        await registry.prepare()
         let archive = configuration.keyArchive.isEmpty ? nil : try? KeyArchive(path: configuration.keyArchive)
         var providers: [JSONValue] = []
         for name in registry.providerNames {

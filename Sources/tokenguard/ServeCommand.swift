@@ -80,7 +80,7 @@ struct ServeCommand: AsyncParsableCommand {
         let minter = demoMinter
         let idpPort = demoIdPPort
         let app = buildApplication(
-            registry: registry, kinds: kinds, host: host, port: port, settings: ServerSettings(configuration.server), prometheus: prometheus, logger: logger, extraServices: extraServices,
+            registry: registry, kinds: kinds, host: host, port: port, settings: configuration.server, prometheus: prometheus, logger: logger, extraServices: extraServices,
             onServerRunning: { boundPort in
                 logger.notice("tokenguard \(TokenGuardVersion.string) listening on \(host):\(boundPort)")
                 if let minter { DemoConfiguration.printTryIt(minter: minter, host: host, port: boundPort, idpPort: idpPort) }

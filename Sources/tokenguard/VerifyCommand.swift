@@ -3,7 +3,7 @@ import Foundation
 import TokenGuardCore
 import TokenGuardService
 
-struct VerifyCommand: ParsableCommand {
+struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Verify one token and print its verdict as JSON.",
@@ -24,7 +24,7 @@ struct VerifyCommand: ParsableCommand {
     @Flag(name: .long, help: "Add every check with its outcome (\"checks\"), not only the first failure.")
     var explain = false
 
-    func run() throws {
+    func run() async throws {
         let (_, registry) = try ConfigLoading.registry(path: options.config)
         var tokenText = token
         if token == "-" {
@@ -39,11 +39,9 @@ struct VerifyCommand: ParsableCommand {
         guard !tokenText.isEmpty else { throw ValidationError("--token is empty") }
         let (providerName, nonceText, at, explainFlag) = (provider, nonce, options.at, explain)
         let finalToken = tokenText
-        let (result, explanation) = runBlocking {
-            // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
-            await registry.prepare(provider: providerName)
-            return await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
-        }
+        // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
+        await registry.prepare(provider: providerName)
+        let (result, explanation) = await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
         var output = result.json(provider: provider)
         if let explanation { output.set("checks", explanation.json) }
         print(JSONWriter.string(.object(output)))

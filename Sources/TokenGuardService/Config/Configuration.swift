@@ -51,6 +51,8 @@ public struct ServerLimits: Sendable, Equatable {
     public var idleTimeoutSeconds = 30
     /// When set, every `/v1/` request must carry one of these keys in `X-Tokenguard-Key`.
     public var callerKeys: CallerKeys? = nil
+    /// Seconds suggested in `Retry-After` when keys or a provider are unavailable.
+    public var retryAfterSeconds = 5
 
     public init() {}
 
@@ -58,6 +60,7 @@ public struct ServerLimits: Sendable, Equatable {
         lhs.maximumVerifyBodyBytes == rhs.maximumVerifyBodyBytes && lhs.maximumBatchBodyBytes == rhs.maximumBatchBodyBytes
             && lhs.maximumBatchItems == rhs.maximumBatchItems && lhs.requestTimeoutSeconds == rhs.requestTimeoutSeconds
             && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.callerKeys?.source == rhs.callerKeys?.source
+            && lhs.retryAfterSeconds == rhs.retryAfterSeconds
     }
 }
 
