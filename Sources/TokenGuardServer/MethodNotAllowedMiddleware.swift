@@ -10,12 +10,9 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if let methods = allowed[request.uri.path], !methods.contains(request.method) {
             let names = methods.map(\.rawValue).joined(separator: ", ")
-            var headers = HTTPFields()
-            headers[.contentType] = "application/json"
-            headers[.allow] = names
-            let body = JSONWriter.bytes(
-                .object(JSONObject([("error", .object(JSONObject([("code", .string("invalid_request")), ("message", .string("use \(names)"))])))])))
-            return Response(status: .methodNotAllowed, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+            var response = try APIError(status: .methodNotAllowed, code: .invalidRequest, message: "use \(names)").response(from: request, context: context)
+            response.headers[.allow] = names
+            return response
         }
         return try await next(request, context)
     }

@@ -136,8 +136,7 @@ extension Configuration {
         guard let text = String(data: data, encoding: .utf8) else { throw ConfigError("", "config file \(path) is not UTF-8") }
         let directory = (path as NSString).deletingLastPathComponent
         var configuration = try parse(yaml: text, baseDirectory: directory.isEmpty ? "." : directory, environment: environment)
-        if let listen = environment["TOKENGUARD_LISTEN"] { configuration.listen = try validatedListen(listen, key: "TOKENGUARD_LISTEN") }
-        if let archive = environment["TOKENGUARD_KEY_ARCHIVE"] { configuration.keyArchive = archive }
+        try configuration.applyEnvironmentOverrides(environment)
         return configuration
     }
 
@@ -346,9 +345,7 @@ extension Configuration {
             keys = .jwksFile(path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)")
         case (nil, nil):
             switch kind {
-            case .apple: keys = .jwksURL("https://appleid.apple.com/auth/keys")
-            case .facebookLimited: keys = .jwksURL("https://limited.facebook.com/.well-known/oauth/openid/jwks/")
-            case .microsoft: keys = .jwksURL("https://login.microsoftonline.com/common/discovery/v2.0/keys")
+            case .apple, .facebookLimited, .microsoft: keys = .jwksURL(defaultJWKSURL(kind)!)
             case .oidc:
                 guard case .exact(let issuers) = policy.issuers, let issuer = issuers.first else {
                     throw ConfigError("\(node.key).jwks_url", "is required")
@@ -491,21 +488,36 @@ extension Configuration {
         configuration.providers = [
             ProviderConfiguration(
                 name: "apple", kind: .apple,
-                settings: .jws(.apple(audiences: list("TOKENGUARD_APPLE_AUDIENCES")), .jwksURL("https://appleid.apple.com/auth/keys"))),
+                settings: .jws(.apple(audiences: list("TOKENGUARD_APPLE_AUDIENCES")), .jwksURL(defaultJWKSURL(.apple)!))),
             ProviderConfiguration(
                 name: "facebook_limited", kind: .facebookLimited,
                 settings: .jws(
                     .facebookLimited(audiences: list("TOKENGUARD_FACEBOOK_LIMITED_AUDIENCES")),
-                    .jwksURL("https://limited.facebook.com/.well-known/oauth/openid/jwks/"))),
+                    .jwksURL(defaultJWKSURL(.facebookLimited)!))),
             ProviderConfiguration(
                 name: "microsoft", kind: .microsoft,
                 settings: .jws(
                     .microsoft(audiences: list("TOKENGUARD_MICROSOFT_AUDIENCES"), tenants: tenants),
-                    .jwksURL("https://login.microsoftonline.com/common/discovery/v2.0/keys"))),
+                    .jwksURL(defaultJWKSURL(.microsoft)!))),
         ]
-        if let listen = environment["TOKENGUARD_LISTEN"] { configuration.listen = try validatedListen(listen, key: "TOKENGUARD_LISTEN") }
-        if let archive = environment["TOKENGUARD_KEY_ARCHIVE"] { configuration.keyArchive = archive }
+        try configuration.applyEnvironmentOverrides(environment)
         return configuration
+    }
+
+    /// `TOKENGUARD_LISTEN` and `TOKENGUARD_KEY_ARCHIVE` override the file (or the built-in defaults).
+    mutating func applyEnvironmentOverrides(_ environment: [String: String]) throws(ConfigError) {
+        if let listen = environment["TOKENGUARD_LISTEN"] { self.listen = try Self.validatedListen(listen, key: "TOKENGUARD_LISTEN") }
+        if let archive = environment["TOKENGUARD_KEY_ARCHIVE"] { keyArchive = archive }
+    }
+
+    /// Where each built-in kind's keys live (contract: Providers).
+    static func defaultJWKSURL(_ kind: ProviderKind) -> String? {
+        switch kind {
+        case .apple: "https://appleid.apple.com/auth/keys"
+        case .facebookLimited: "https://limited.facebook.com/.well-known/oauth/openid/jwks/"
+        case .microsoft: "https://login.microsoftonline.com/common/discovery/v2.0/keys"
+        case .oidc, .github, .facebookClassic: nil
+        }
     }
 
     /// Host and port of `listen`.

@@ -26,12 +26,9 @@ public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
     }
 
     public func validateShape(_ token: String) -> VerificationError? {
-        guard !token.isEmpty, token.utf8.count <= Self.maximumTokenLength,
-            token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 || $0 == 45 || $0 == 46 })
-        else {
-            return VerificationError(.malformedToken, "not a Facebook access token")
-        }
-        return nil
+        OpaqueTokenShape.check(
+            token, maximumLength: Self.maximumTokenLength, punctuation: [UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ".")],
+            refusal: "not a Facebook access token")
     }
 
     /// `appsecret_proof`: lowercase hex HMAC-SHA256 of the app access token, keyed by the app secret.

@@ -25,12 +25,9 @@ public struct GitHubTokenInspector: OpaqueTokenInspector {
     }
 
     public func validateShape(_ token: String) -> VerificationError? {
-        guard !token.isEmpty, token.utf8.count <= Self.maximumTokenLength,
-            token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 })
-        else {
-            return VerificationError(.malformedToken, "not a GitHub token (at most 255 characters of A-Z, a-z, 0-9 and _)")
-        }
-        return nil
+        OpaqueTokenShape.check(
+            token, maximumLength: Self.maximumTokenLength, punctuation: [UInt8(ascii: "_")],
+            refusal: "not a GitHub token (at most 255 characters of A-Z, a-z, 0-9 and _)")
     }
 
     public func inspect(_ token: String, now: Double) async -> VerificationResult {

@@ -112,3 +112,13 @@ enum ISO8601Time {
         return days * 86_400 + hour * 3600 + minute * 60 + second - offset
     }
 }
+
+/// The shape check both inspectors apply before anything is sent to a provider: non-empty, bounded, ASCII letters
+/// and digits plus a few punctuation bytes (tokens are bytes; nothing else reaches an upstream or a cache).
+enum OpaqueTokenShape {
+    static func check(_ token: String, maximumLength: Int, punctuation: Set<UInt8>, refusal: String) -> VerificationError? {
+        let fits = !token.isEmpty && token.utf8.count <= maximumLength
+            && token.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) || punctuation.contains($0) }
+        return fits ? nil : VerificationError(.malformedToken, refusal)
+    }
+}
