@@ -72,8 +72,8 @@ public struct LineReader: Sendable {
                 if line.last == UInt8(ascii: "\r") { line.removeLast() }
                 return line.count > maximumLineBytes ? .tooLong(line.count, head: Array(line.prefix(Self.headBytes))) : .line(line)
             }
-            // One byte over the limit may still be a line at the limit followed by `\r\n` (found by the batch fuzz
-            // target: such CRLF lines were refused as too long while the same line with LF passed).
+            // One byte over the limit may still be a line at the limit followed by `\r\n`: such a CRLF line must pass
+            // exactly as the same line with LF does.
             if end - start > maximumLineBytes + 1 {
                 keepHead()
                 discarding += end - start

@@ -96,8 +96,8 @@ public final class JWKSKeySource: KeySource {
         let decision: Decision = state.withLock { state in
             let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
             if let inflight = state.inflight {
-                // During a known outage, do not queue behind a fetch that will likely time out as well (found by the
-                // soak run: with a slow IdP every unknown kid waited the full outbound timeout).
+                // During a known outage, do not queue behind a fetch that will likely time out as well: with a slow
+                // IdP every unknown kid would wait the full outbound timeout.
                 if usable && state.failures > 0 { return suppressed(state, now: now) }
                 return .join(inflight)
             }
