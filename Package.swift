@@ -117,7 +117,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "bench",
-            dependencies: ["TokenGuardService", "TokenGuardBatch", 
+            dependencies: [
+                "TokenGuardService", "TokenGuardBatch",
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "COpenSSL", "CJWT",
                 "TokenGuardTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
@@ -172,7 +173,8 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardFetchTests",
-            dependencies: ["TokenGuardService", 
+            dependencies: [
+                "TokenGuardService",
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
@@ -181,7 +183,8 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardServerTests",
-            dependencies: ["TokenGuardService", "TokenGuardBatch", 
+            dependencies: [
+                "TokenGuardService", "TokenGuardBatch",
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "TokenGuardTestSupport", "tokenguard",
             ],
             swiftSettings: strictSettings

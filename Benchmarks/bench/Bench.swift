@@ -1,9 +1,9 @@
 import Dispatch
 import Foundation
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardRedis
+import TokenGuardService
 import TokenGuardTestSupport
 
 struct Measurement {
@@ -52,7 +52,9 @@ struct Report {
             "measurements",
             .array(
                 measurements.map { m in
-                    var object = JSONObject([("section", .string(m.section)), ("name", .string(m.name)), ("value", .number(m.value)), ("unit", .string(m.unit))])
+                    var object = JSONObject([
+                        ("section", .string(m.section)), ("name", .string(m.name)), ("value", .number(m.value)), ("unit", .string(m.unit)),
+                    ])
                     if let ratio = m.ratio {
                         object.set("ratio", .number(ratio.value))
                         object.set("ratio_to", .string(ratio.to))
@@ -95,7 +97,8 @@ struct Bench {
             single[fixture.name] = full
             report.add("tokenguard", "full verify \(fixture.name), 1 thread (\(fixture.token.utf8.count) B)", full, ratio: ("OpenSSL", full / limit))
             report.notes.append(
-                String(format: "%@: %.2f µs per token beyond OpenSSL's verify (hashing the signing input, parsing, claims, nonce)", fixture.name,
+                String(
+                    format: "%@: %.2f µs per token beyond OpenSSL's verify (hashing the signing input, parsing, claims, nonce)", fixture.name,
                     (1e6 / full - 1e6 / limit)))
         }
         let cores = ProcessInfo.processInfo.activeProcessorCount
@@ -139,7 +142,8 @@ struct Bench {
                 return (try? await store.claim(keys: ["bench-\(counter)"], expiresAt: rsa.now + 86_400).get()) == true
             }
         }
-        report.add("replay", "verify RS256 + replay claim, memory store", await withReplay(MemoryReplayStore(capacity: 10_000_000)),
+        report.add(
+            "replay", "verify RS256 + replay claim, memory store", await withReplay(MemoryReplayStore(capacity: 10_000_000)),
             ratio: ("replay off", 1))
         if let last = report.measurements.last, let off = single["RS256"] {
             report.measurements[report.measurements.count - 1].ratio = ("replay off", last.value / off)

@@ -1,13 +1,13 @@
 import Foundation
+import Hummingbird
 import Logging
 import ServiceLifecycle
-import TokenGuardTestSupport
-import Hummingbird
-import TokenGuardCore
-import TokenGuardService
 import TokenGuardBatch
+import TokenGuardCore
 import TokenGuardCrypto
 import TokenGuardServer
+import TokenGuardService
+import TokenGuardTestSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,6 @@
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// Realistic provider-shaped tokens (about 800 bytes) and the verifiers for them, generated in the run.

@@ -2,9 +2,9 @@ import Dispatch
 import Foundation
 import Synchronization
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The real server (a child process) on 127.0.0.1 under a closed-loop load from a libcurl client of our own:
@@ -60,7 +60,8 @@ enum HTTPLoad {
         let maximum = await closedLoop(client: client, request: request, connections: connections, seconds: seconds)
         var latency: [(Double, Double, Double, Double, Double)] = []
         for fraction in [0.25, 0.5, 0.9] {
-            let (achieved, samples) = await paced(client: client, request: request, connections: connections, rate: maximum * fraction, seconds: seconds)
+            let (achieved, samples) = await paced(
+                client: client, request: request, connections: connections, rate: maximum * fraction, seconds: seconds)
             let sorted = samples.sorted()
             latency.append((fraction, achieved, Measure.percentile(sorted, 0.5), Measure.percentile(sorted, 0.99), Measure.percentile(sorted, 0.999)))
         }

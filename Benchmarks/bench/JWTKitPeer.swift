@@ -1,8 +1,8 @@
 import Foundation
 import JWTKit
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// vapor/jwt-kit 5 on the same tokens: keys added once, `verify` of a payload checking expiry (at the pinned

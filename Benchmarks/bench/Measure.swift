@@ -1,7 +1,7 @@
-import TokenGuardSync
 import Dispatch
 import Foundation
 import Synchronization
+import TokenGuardSync
 
 /// Timing helpers: every rate is calls per second over a measured wall-clock interval after a warm-up.
 enum Measure {

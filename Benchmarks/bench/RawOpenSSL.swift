@@ -1,7 +1,7 @@
 import COpenSSL
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The limit: OpenSSL's own verify with a pre-parsed key and a pre-computed digest (single thread).

@@ -3,8 +3,8 @@
 // (scripts/leak-check.sh). A small target of its own so the valgrind build stays quick.
 import Foundation
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 let rounds = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 100
@@ -12,9 +12,30 @@ let now = Verifiers.now
 let nonce = "leak-raw-nonce"
 let cases: [(TestKey, ProviderPolicy)] = try [
     (TestKey(.rsa(bits: 2048), keyID: "rs", algorithm: .rs256), Verifiers.apple()),
-    (TestKey(.rsa(bits: 2048), keyID: "ps", algorithm: .ps256), { var p = Verifiers.apple(); p.algorithms = [.ps256]; return p }()),
-    (TestKey(.ec(.p256), keyID: "es"), { var p = Verifiers.apple(); p.algorithms = [.es256]; return p }()),
-    (TestKey(.ed25519, keyID: "ed"), { var p = Verifiers.apple(); p.algorithms = [.edDSA]; return p }()),
+    (
+        TestKey(.rsa(bits: 2048), keyID: "ps", algorithm: .ps256),
+        {
+            var p = Verifiers.apple()
+            p.algorithms = [.ps256]
+            return p
+        }()
+    ),
+    (
+        TestKey(.ec(.p256), keyID: "es"),
+        {
+            var p = Verifiers.apple()
+            p.algorithms = [.es256]
+            return p
+        }()
+    ),
+    (
+        TestKey(.ed25519, keyID: "ed"),
+        {
+            var p = Verifiers.apple()
+            p.algorithms = [.edDSA]
+            return p
+        }()
+    ),
 ]
 var accepted = 0
 var rejected = 0

@@ -1,10 +1,10 @@
-import TokenGuardSync
 import Foundation
 import Synchronization
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
+import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// Request limits under abuse: while each kind of abuse runs against the real server, a well-behaved client
@@ -65,8 +65,11 @@ enum Abuse {
         polite.threads = 1
         polite.totalTimeoutMilliseconds = 30_000
         let context = Context(
-            server: server, port: server.port, client: client, wellBehaved: CurlHTTPClient(configuration: polite), tokens: tokens, seconds: seconds, requestTimeout: requestTimeout, idleTimeout: idleTimeout)
-        say("abuse: \(Int(seconds)) s per scenario; server request timeout \(Int(requestTimeout)) s, idle timeout \(Int(idleTimeout)) s; token cache off")
+            server: server, port: server.port, client: client, wellBehaved: CurlHTTPClient(configuration: polite), tokens: tokens, seconds: seconds,
+            requestTimeout: requestTimeout, idleTimeout: idleTimeout)
+        say(
+            "abuse: \(Int(seconds)) s per scenario; server request timeout \(Int(requestTimeout)) s, idle timeout \(Int(idleTimeout)) s; token cache off"
+        )
 
         var report = StressReport()
         var scenarioFigures: [(String, JSONValue)] = []
@@ -79,7 +82,9 @@ enum Abuse {
             if scenario.name == "baseline" { baselineP99 = sample.percentile(99) }
             let ratio = baselineP99 > 0 ? sample.percentile(99) / baselineP99 : 1
             let rss = residentMiB(pid: server.process.processIdentifier) ?? 0
-            say(String(format: "abuse %@: well-behaved client %@ (p99 %.1fx baseline); server RSS %.1f MiB", scenario.name, sample.summary, ratio, rss))
+            say(
+                String(
+                    format: "abuse %@: well-behaved client %@ (p99 %.1fx baseline); server RSS %.1f MiB", scenario.name, sample.summary, ratio, rss))
             for line in outcome.lines { say("  \(line)") }
             var figures: [(String, JSONValue)] = [
                 ("summary", .string(scenario.summary)), ("well_behaved", sample.json),
@@ -133,7 +138,9 @@ enum Abuse {
                 var outcome = Outcome()
                 let cut = connections.cutOff
                 outcome.figures = [("opened", .integer(Int64(connections.opened))), ("closed_by_server", .integer(Int64(cut)))]
-                outcome.lines = ["\(connections.opened) idle connections opened; \(cut) closed by the server (idle timeout \(Int(context.idleTimeout)) s)"]
+                outcome.lines = [
+                    "\(connections.opened) idle connections opened; \(cut) closed by the server (idle timeout \(Int(context.idleTimeout)) s)"
+                ]
                 if connections.opened < 1000 { outcome.failures.append("only \(connections.opened) of 1,000 connections could be opened") }
                 if context.seconds > context.idleTimeout + 3 && cut < connections.opened {
                     outcome.failures.append("\(connections.opened - cut) idle connections outlived the idle timeout")
@@ -142,7 +149,10 @@ enum Abuse {
                 return outcome
             }
         },
-        Scenario(name: "maximal_batches", summary: "two clients in a loop: 1,000 tokens of max_token_bytes (over the body limit), and 1,000 distinct signed 4 KB tokens (under it)") {
+        Scenario(
+            name: "maximal_batches",
+            summary: "two clients in a loop: 1,000 tokens of max_token_bytes (over the body limit), and 1,000 distinct signed 4 KB tokens (under it)"
+        ) {
             context in
             looping(context, clients: 2) { round in
                 round % 2 == 0
@@ -154,16 +164,24 @@ enum Abuse {
                 return results.count == 1000 && results.allSatisfy { $0.objectValue?["valid"]?.boolValue == true }
             }
         },
-        Scenario(name: "nested_json", summary: "two clients in a loop: a 60,000-deep JSON body, and a signed token whose payload is nested 5,000 deep") {
+        Scenario(
+            name: "nested_json", summary: "two clients in a loop: a 60,000-deep JSON body, and a signed token whose payload is nested 5,000 deep"
+        ) {
             context in
             looping(context, clients: 2) { round in
                 round % 2 == 0
                     ? (context.tokens.nestedBody(url: context.server.baseURL), [400])
                     : (context.tokens.nestedPayload(url: context.server.baseURL), [401])
-            } check: { _ in true }
+            } check: { _ in
+                true
+            }
         },
         Scenario(name: "oversized_bodies", summary: "two clients in a loop: a body announced as 100 MB") { context in
-            looping(context, clients: 2) { _ in (context.tokens.hugeAnnouncedBody(url: context.server.baseURL), [413]) } check: { _ in true }
+            looping(context, clients: 2) { _ in
+                (context.tokens.hugeAnnouncedBody(url: context.server.baseURL), [413])
+            } check: { _ in
+                true
+            }
         },
     ]
 
@@ -236,7 +254,9 @@ enum Abuse {
             await task.value
             let result = shared.counts.withLock { $0 }
             var outcome = Outcome()
-            outcome.figures = [("abusive_answers", .object(JSONObject(result.sorted { $0.key < $1.key }.map { ($0.key, .integer(Int64($0.value))) })))]
+            outcome.figures = [
+                ("abusive_answers", .object(JSONObject(result.sorted { $0.key < $1.key }.map { ($0.key, .integer(Int64($0.value))) })))
+            ]
             outcome.lines = ["abusive requests: " + result.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")]
             let bad = result.filter { !$0.key.hasPrefix("ok") }.values.reduce(0, +)
             if bad > 0 { outcome.failures.append("\(bad) abusive requests got an unexpected answer or none") }
@@ -282,7 +302,13 @@ struct AbuseTokens: Sendable {
         // 1,000 tokens of exactly max_token_bytes (16,384): a 16 MB body, refused by its size.
         let maximal = String(repeating: "A", count: 16_384)
         let oversized = JSONWriter.bytes(
-            .object(JSONObject([("items", .array(Array(repeating: .object(JSONObject([("provider", .string("abuse")), ("token", .string(maximal))])), count: 1000)))])))
+            .object(
+                JSONObject([
+                    (
+                        "items",
+                        .array(Array(repeating: .object(JSONObject([("provider", .string("abuse")), ("token", .string(maximal))])), count: 1000))
+                    )
+                ])))
         let nestedPayload = String(repeating: "[", count: 5_000) + String(repeating: "]", count: 5_000)
         let header = "{\"alg\":\"RS256\",\"kid\":\"abuse-rsa\"}"
         let nestedToken = try key.signRaw(header: header, payload: nestedPayload)
@@ -290,7 +316,8 @@ struct AbuseTokens: Sendable {
     }
 
     private func post(_ url: String, _ path: String, _ body: [UInt8], headers: [(String, String)] = []) -> HTTPRequest {
-        HTTPRequest(url: url + path, method: .post, headers: [("Content-Type", "application/json")] + headers, body: body, maximumResponseBytes: 8 << 20)
+        HTTPRequest(
+            url: url + path, method: .post, headers: [("Content-Type", "application/json")] + headers, body: body, maximumResponseBytes: 8 << 20)
     }
 
     func verifyRequest(url: String) -> HTTPRequest {

@@ -1,6 +1,6 @@
-import TokenGuardSync
 import Foundation
 import Synchronization
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// Plain TCP connections to the server that misbehave on purpose: they send part of a request and then

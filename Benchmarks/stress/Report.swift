@@ -35,10 +35,11 @@ struct LatencySample {
     }
 
     var json: JSONValue {
-        .object(JSONObject([
-            ("count", .integer(Int64(count))), ("p50_ms", .number(round(percentile(50) * 1000) / 1000)),
-            ("p99_ms", .number(round(percentile(99) * 1000) / 1000)), ("max_ms", .number(round((values.max() ?? 0) * 1000) / 1000)),
-        ]))
+        .object(
+            JSONObject([
+                ("count", .integer(Int64(count))), ("p50_ms", .number(round(percentile(50) * 1000) / 1000)),
+                ("p99_ms", .number(round(percentile(99) * 1000) / 1000)), ("max_ms", .number(round((values.max() ?? 0) * 1000) / 1000)),
+            ]))
     }
 }
 

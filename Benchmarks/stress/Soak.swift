@@ -1,10 +1,10 @@
-import TokenGuardSync
 import Foundation
 import Synchronization
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
+import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// The soak test: the real `tokenguard serve` under sustained load for a bounded time, with a mix of valid,
@@ -28,8 +28,12 @@ enum Soak {
     static let maximumRequests = 50_000_000
 
     enum Kind: String, CaseIterable, Sendable {
-        case valid, expired, forged, malformed, wrongNonce = "wrong_nonce", wrongAudience = "wrong_audience", unknownKid = "unknown_kid"
-        case retired, algNone = "alg_none"
+        case valid, expired, forged, malformed
+        case wrongNonce = "wrong_nonce"
+        case wrongAudience = "wrong_audience"
+        case unknownKid = "unknown_kid"
+        case retired
+        case algNone = "alg_none"
 
         /// The verdict code when tokenguard holds the right keys.
         var expectedCode: String {
@@ -247,7 +251,9 @@ enum Soak {
             if step % 5 == 0, let mib = residentMiB(pid: pid) { rss.append((now - started, mib)) }
             if step % 30 == 0 {
                 let count = shared.tally.withLock { $0.requests }
-                say(String(format: "soak: %4.0f s, IdP %@, server RSS %.1f MiB", now - started, mode.rawValue, rss.last?.1 ?? 0) + (count > 0 ? ", \(count) checked" : ""))
+                say(
+                    String(format: "soak: %4.0f s, IdP %@, server RSS %.1f MiB", now - started, mode.rawValue, rss.last?.1 ?? 0)
+                        + (count > 0 ? ", \(count) checked" : ""))
             }
             step += 1
             try await Task.sleep(for: .milliseconds(1000))
@@ -269,9 +275,11 @@ enum Soak {
         report.add("transport_errors", .integer(Int64(result.transportErrors)))
         report.add(
             "codes_by_kind",
-            .object(JSONObject(result.byKind.sorted { $0.key < $1.key }.map { kind, codes in
-                (kind, .object(JSONObject(codes.sorted { $0.key < $1.key }.map { ($0.key, .integer(Int64($0.value))) })))
-            })))
+            .object(
+                JSONObject(
+                    result.byKind.sorted { $0.key < $1.key }.map { kind, codes in
+                        (kind, .object(JSONObject(codes.sorted { $0.key < $1.key }.map { ($0.key, .integer(Int64($0.value))) })))
+                    })))
         report.add("latency_by_idp_mode", .object(JSONObject(result.latency.sorted { $0.key < $1.key }.map { ($0.key, $0.value.json) })))
         let (good, bad) = idp.answers
         report.add("idp_answers", .object(JSONObject([("good", .integer(Int64(good))), ("failed_or_slow", .integer(Int64(bad)))])))
@@ -282,19 +290,25 @@ enum Soak {
         let end = rss.last?.1 ?? 0
         report.add(
             "server_rss_mib",
-            .object(JSONObject([
-                ("settled", .number((settled * 10).rounded() / 10)), ("peak", .number((peak * 10).rounded() / 10)),
-                ("end", .number((end * 10).rounded() / 10)),
-                ("samples", .array(rss.map { .array([.number($0.0.rounded()), .number(($0.1 * 10).rounded() / 10)]) })),
-            ])))
+            .object(
+                JSONObject([
+                    ("settled", .number((settled * 10).rounded() / 10)), ("peak", .number((peak * 10).rounded() / 10)),
+                    ("end", .number((end * 10).rounded() / 10)),
+                    ("samples", .array(rss.map { .array([.number($0.0.rounded()), .number(($0.1 * 10).rounded() / 10)]) })),
+                ])))
 
-        say(String(format: "soak: %d requests in %.0f s (%.0f/s); %d wrong verdicts, %d unexpected 5xx, %d transport errors",
-                     result.requests, elapsed, Double(result.requests) / elapsed, result.wrongCount, result.unexpected5xx, result.transportErrors))
+        say(
+            String(
+                format: "soak: %d requests in %.0f s (%.0f/s); %d wrong verdicts, %d unexpected 5xx, %d transport errors",
+                result.requests, elapsed, Double(result.requests) / elapsed, result.wrongCount, result.unexpected5xx, result.transportErrors))
         for (kind, codes) in result.byKind.sorted(by: { $0.key < $1.key }) {
             say("  \(kind): " + codes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         for (phase, sample) in result.latency.sorted(by: { $0.key < $1.key }) { say("  latency while IdP \(phase): \(sample.summary)") }
-        say(String(format: "  server RSS: %.1f MiB settled, %.1f MiB peak, %.1f MiB at the end; IdP answers: %d good, %d failed or slow", settled, peak, end, good, bad))
+        say(
+            String(
+                format: "  server RSS: %.1f MiB settled, %.1f MiB peak, %.1f MiB at the end; IdP answers: %d good, %d failed or slow", settled, peak,
+                end, good, bad))
         for line in result.wrong.prefix(10) { say("  WRONG: \(line)") }
 
         if result.requests == 0 { report.fail("no requests were made") }

@@ -1,9 +1,9 @@
-import TokenGuardSync
 import Foundation
 import Synchronization
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// The identity provider of the soak run: a real HTTP server on 127.0.0.1 publishing a JWKS that rotates,
@@ -46,7 +46,8 @@ final class SoakIdP: Sendable {
                     return FakeHTTPServer.Response(status: 500, body: Array("IdP outage (soak)".utf8))
                 case .slow:
                     state.badAnswers += 1
-                    return FakeHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(state.jwks.utf8), delay: SoakIdP.slowDelay)
+                    return FakeHTTPServer.Response(
+                        status: 200, headers: [("Content-Type", "application/json")], body: Array(state.jwks.utf8), delay: SoakIdP.slowDelay)
                 case .normal:
                     let now = monotonicSeconds()
                     let kids = Set(state.published.map(\.keyID))

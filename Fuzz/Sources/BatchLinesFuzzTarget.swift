@@ -1,9 +1,11 @@
+import TokenGuardBatch
+import TokenGuardService
+
+@testable import TokenGuardCore
+
 #if canImport(Glibc)
     import Glibc
 #endif
-@testable import TokenGuardCore
-import TokenGuardService
-import TokenGuardBatch
 
 /// The NDJSON batch reader: line splitting over a real file descriptor with small buffers, each line decoded
 /// as a request and verified with the sample keys, each verdict written as a JSON line.

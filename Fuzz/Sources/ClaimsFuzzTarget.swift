@@ -1,6 +1,7 @@
-@testable import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
+
+@testable import TokenGuardCore
 
 /// The claims reader and every provider's claim checks, on an arbitrary payload (the signature is taken as
 /// verified, so the fuzzer reaches every claim rule without forging signatures).
@@ -21,8 +22,12 @@ enum ClaimsFuzzTarget {
         let nonce = FuzzFixtures.nonces[bytes.count % FuzzFixtures.nonces.count]
         for (name, verifier) in FuzzFixtures.verifiers {
             guard case .success(let keys) = verifier.keySource.currentKeys(), let key = keys.keys.first else { continue }
-            let outcome = Result { () throws(VerificationError) -> Verdict in try verifier.checkClaims(claims, key: key, nonce: nonce, now: FuzzFixtures.now) }
-            let again = Result { () throws(VerificationError) -> Verdict in try verifier.checkClaims(claims, key: key, nonce: nonce, now: FuzzFixtures.now) }
+            let outcome = Result { () throws(VerificationError) -> Verdict in
+                try verifier.checkClaims(claims, key: key, nonce: nonce, now: FuzzFixtures.now)
+            }
+            let again = Result { () throws(VerificationError) -> Verdict in
+                try verifier.checkClaims(claims, key: key, nonce: nonce, now: FuzzFixtures.now)
+            }
             switch (outcome, again) {
             case (.success(let verdict), .success):
                 checkAccepted(verdict, claims, verifier.policy, nonce: nonce)

@@ -1,6 +1,7 @@
 import Foundation
-@testable import TokenGuardCore
 import TokenGuardService
+
+@testable import TokenGuardCore
 
 /// What the targets verify against: the sample configuration and its pinned JWKS files in `examples/`
 /// (scripts/fuzz.sh runs from the repository root), at the time the sample tokens were used.

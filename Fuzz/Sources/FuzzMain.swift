@@ -9,12 +9,14 @@
 import Foundation
 
 #if TOKENGUARD_FUZZ
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // libFuzzer's C entry point keeps its C name.
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func LLVMFuzzerRunDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
 #endif
 
 /// A fuzz target: takes one input, checks the properties that must hold for it, traps when one does not.
@@ -60,26 +62,26 @@ func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CC
     }
     selectedTarget = target
     #if TOKENGUARD_FUZZ
-    // Drop the target name: libFuzzer sees `program [options] [corpus...]`.
-    var arguments: [UnsafeMutablePointer<CChar>?] = [argv[0]]
-    for index in 2..<Int(argc) { arguments.append(argv[index]) }
-    arguments.append(nil)
-    var count = CInt(arguments.count - 1)
-    return arguments.withUnsafeMutableBufferPointer { buffer in
-        var vector: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = buffer.baseAddress
-        return LLVMFuzzerRunDriver(&count, &vector, testOneInput)
-    }
-    #else
-    var replayed = 0
-    for index in 2..<Int(argc) {
-        guard let path = argv[index].map({ String(cString: $0) }), let data = FileManager.default.contents(atPath: path) else {
-            print("cannot read \(index < argc ? String(cString: argv[index]!) : "")")
-            return 2
+        // Drop the target name: libFuzzer sees `program [options] [corpus...]`.
+        var arguments: [UnsafeMutablePointer<CChar>?] = [argv[0]]
+        for index in 2..<Int(argc) { arguments.append(argv[index]) }
+        arguments.append(nil)
+        var count = CInt(arguments.count - 1)
+        return arguments.withUnsafeMutableBufferPointer { buffer in
+            var vector: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = buffer.baseAddress
+            return LLVMFuzzerRunDriver(&count, &vector, testOneInput)
         }
-        target.run(Array(data))
-        replayed += 1
-    }
-    print("\(target.name): \(replayed) inputs replayed, every property held")
-    return 0
+    #else
+        var replayed = 0
+        for index in 2..<Int(argc) {
+            guard let path = argv[index].map({ String(cString: $0) }), let data = FileManager.default.contents(atPath: path) else {
+                print("cannot read \(index < argc ? String(cString: argv[index]!) : "")")
+                return 2
+            }
+            target.run(Array(data))
+            replayed += 1
+        }
+        print("\(target.name): \(replayed) inputs replayed, every property held")
+        return 0
     #endif
 }

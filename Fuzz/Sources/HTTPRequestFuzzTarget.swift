@@ -1,5 +1,6 @@
-@testable import TokenGuardCore
 import TokenGuardService
+
+@testable import TokenGuardCore
 
 /// Decoding of `POST /v1/verify` and `POST /v1/verify/batch` bodies (the code the HTTP routes call), then
 /// verification of what decodes, as the server does.

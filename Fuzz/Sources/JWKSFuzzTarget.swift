@@ -1,6 +1,7 @@
-@testable import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
+
+@testable import TokenGuardCore
 
 /// The JWK/JWKS parser, and OpenSSL verification with whatever keys it accepts.
 ///
@@ -25,7 +26,8 @@ enum JWKSFuzzTarget {
             for alg in SignatureAlgorithm.allCases {
                 if key.permits(alg) {
                     require(alg.keyType == key.publicKey.keyType, "key of type \(key.publicKey.keyType) offered for \(alg)")
-                    let result = SignatureVerifier.verify(signature: sample.signature, message: sample.message[...], key: key.publicKey, algorithm: alg)
+                    let result = SignatureVerifier.verify(
+                        signature: sample.signature, message: sample.message[...], key: key.publicKey, algorithm: alg)
                     if case .success = result { fatalError("a garbage signature verified with \(alg)") }
                 }
             }

@@ -1,6 +1,7 @@
-@testable import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
+
+@testable import TokenGuardCore
 
 /// The compact-JWS parser and the whole verifier, against the sample providers' real keys.
 ///
@@ -25,7 +26,9 @@ enum JWSFuzzTarget {
                 // A cache hit returns a verdict only for a byte-identical token: look-alikes of a cached token fail.
                 for variant in [token.replacing("K", with: "\u{212A}"), token + "\u{200B}", token + "\u{0}", "\u{FEFF}" + token]
                 where !variant.sameBytes(as: token) {
-                    require(verifier.verify(token: variant, nonce: nonce, at: FuzzFixtures.now).code == .malformedToken, "\(name): a look-alike of a cached token passed")
+                    require(
+                        verifier.verify(token: variant, nonce: nonce, at: FuzzFixtures.now).code == .malformedToken,
+                        "\(name): a look-alike of a cached token passed")
                 }
             }
             let again = verifier.verify(token: token, nonce: nonce, at: FuzzFixtures.now)
@@ -40,7 +43,9 @@ enum JWSFuzzTarget {
                 fatalError("\(name): accepted once and rejected once")
             }
             let (explainedResult, explanation) = verifier.verifyExplaining(token: token, nonce: nonce, at: FuzzFixtures.now)
-            require(explainedResult.code == result.code, "\(name): explain's verdict \(String(describing: explainedResult.code)) differs from \(String(describing: result.code))")
+            require(
+                explainedResult.code == result.code,
+                "\(name): explain's verdict \(String(describing: explainedResult.code)) differs from \(String(describing: result.code))")
             let failed = explanation.checks.filter { $0.ok == false }.map(\.name)
             if case .success = result {
                 require(failed.isEmpty, "\(name): accepted, but explain fails \(failed)")
@@ -71,7 +76,8 @@ enum JWSFuzzTarget {
         guard case .success(let keys) = verifier.keySource.currentKeys() else { fatalError("accepted without keys") }
         let verifies = keys.candidates(keyID: jws.header.keyID, algorithm: alg).contains { key in
             key.permits(alg)
-                && (try? SignatureVerifier.verify(signature: jws.signature, message: jws.signingInput, key: key.publicKey, algorithm: alg).get()) != nil
+                && (try? SignatureVerifier.verify(signature: jws.signature, message: jws.signingInput, key: key.publicKey, algorithm: alg).get())
+                    != nil
         }
         require(verifies, "accepted a token whose signature no published key verifies")
         if let expiresAt = verdict.expiresAt {

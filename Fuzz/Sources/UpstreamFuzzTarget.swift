@@ -1,7 +1,8 @@
 import Dispatch
 import Foundation
-@testable import TokenGuardCore
 import TokenGuardService
+
+@testable import TokenGuardCore
 
 /// A whole upstream reply (status, headers, body) to the opaque providers' inspectors, and a discovery document
 /// to the JWKS key source: nothing any upstream sends may reach a trap, and a reply only counts when every field

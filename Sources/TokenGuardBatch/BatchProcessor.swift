@@ -1,5 +1,6 @@
-import TokenGuardService
 import TokenGuardCore
+import TokenGuardService
+
 /// Turns one NDJSON request line into one NDJSON verdict line (contract: `tokenguard batch`).
 ///
 /// Input: `{"id": any, "provider": "...", "token": "...", "nonce": "..."?, "at": unix?}`. Output: the verdict

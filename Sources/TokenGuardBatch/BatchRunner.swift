@@ -1,7 +1,7 @@
-import TokenGuardService
-import TokenGuardCore
 import Dispatch
 import Foundation
+import TokenGuardCore
+import TokenGuardService
 
 /// Runs a batch (`tokenguard batch`): reads a bounded chunk of lines, verifies it with `jobs` concurrent workers,
 /// writes the chunk's verdicts in input order, and repeats. Memory is bounded by the chunk size, whatever the
@@ -110,7 +110,8 @@ public struct BatchRunner: Sendable {
             let filled = Int(fraction * 20)
             let remaining = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0
             let seconds = remaining.isFinite ? Int(min(max(remaining, 0), 359_999).rounded()) : 0
-            text = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "] "
+            text =
+                "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "] "
                 + String(format: "%3d%%  ", Int(fraction * 100)) + text + "  ETA \(seconds / 60):" + String(format: "%02d", seconds % 60)
         }
         return text + "   "
@@ -122,23 +123,23 @@ public struct BatchRunner: Sendable {
         let workers = min(jobs, chunk.count)
         let processor = self.processor
         return await withTaskGroup(of: [(Int, BatchProcessor.Output)].self) { group in
-                for worker in 0..<workers {
-                    group.addTask {
-                        var local: [(Int, BatchProcessor.Output)] = []
-                        local.reserveCapacity(chunk.count / workers + 1)
-                        var index = worker
-                        while index < chunk.count {
-                            local.append((index, await processor.process(chunk[index])))
-                            index += workers
-                        }
-                        return local
+            for worker in 0..<workers {
+                group.addTask {
+                    var local: [(Int, BatchProcessor.Output)] = []
+                    local.reserveCapacity(chunk.count / workers + 1)
+                    var index = worker
+                    while index < chunk.count {
+                        local.append((index, await processor.process(chunk[index])))
+                        index += workers
                     }
+                    return local
                 }
-                var ordered = [BatchProcessor.Output?](repeating: nil, count: chunk.count)
-                for await part in group {
-                    for (index, output) in part { ordered[index] = output }
-                }
-                return ordered.compactMap { $0 }
             }
+            var ordered = [BatchProcessor.Output?](repeating: nil, count: chunk.count)
+            for await part in group {
+                for (index, output) in part { ordered[index] = output }
+            }
+            return ordered.compactMap { $0 }
+        }
     }
 }

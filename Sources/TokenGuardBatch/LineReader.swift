@@ -1,5 +1,6 @@
-import TokenGuardService
 import TokenGuardCore
+import TokenGuardService
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)

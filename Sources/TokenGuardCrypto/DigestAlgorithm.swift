@@ -50,7 +50,8 @@ public enum SHA256 {
         let ok: Int32 =
             bytes.withContiguousStorageIfAvailable { buffer in
                 unsafe EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
-            } ?? (unsafe Array(bytes).withUnsafeBufferPointer { buffer in
+            }
+            ?? (unsafe Array(bytes).withUnsafeBufferPointer { buffer in
                 unsafe EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
             })
         precondition(ok == 1 && size == 32, "EVP_Digest(SHA-256) failed: out of memory")

@@ -1,6 +1,6 @@
-import TokenGuardSync
 import COpenSSL
 import Synchronization
+import TokenGuardSync
 
 /// A parsed public key, owning one OpenSSL `EVP_PKEY` for its whole life.
 ///

@@ -3,9 +3,15 @@
 /// There is deliberately no case for `none` or any HMAC algorithm: a verifier that only ever holds public
 /// keys must never accept a MAC, since a MAC keyed with a public key can be forged by anyone.
 public enum SignatureAlgorithm: String, Sendable, CaseIterable, Hashable {
-    case rs256 = "RS256", rs384 = "RS384", rs512 = "RS512"
-    case ps256 = "PS256", ps384 = "PS384", ps512 = "PS512"
-    case es256 = "ES256", es384 = "ES384", es512 = "ES512"
+    case rs256 = "RS256"
+    case rs384 = "RS384"
+    case rs512 = "RS512"
+    case ps256 = "PS256"
+    case ps384 = "PS384"
+    case ps512 = "PS512"
+    case es256 = "ES256"
+    case es384 = "ES384"
+    case es512 = "ES512"
     case edDSA = "EdDSA"
 
     /// The key type an algorithm is bound to. A token whose `alg` does not fit its key's type is refused.
@@ -38,7 +44,9 @@ public enum SignatureAlgorithm: String, Sendable, CaseIterable, Hashable {
 
 /// The elliptic curves JWS ECDSA uses, each with its fixed coordinate length.
 public enum EllipticCurve: String, Sendable, Hashable {
-    case p256 = "P-256", p384 = "P-384", p521 = "P-521"
+    case p256 = "P-256"
+    case p384 = "P-384"
+    case p521 = "P-521"
 
     /// Bytes of one coordinate, and of each of `r` and `s` in a JWS signature (RFC 7518 §3.4).
     public var coordinateByteCount: Int {

@@ -117,9 +117,13 @@ enum RedisReply: Sendable, Equatable {
     private func attempt(_ arguments: [String]) -> RedisReply {
         lastErrorWasConnection = false
         if unsafe context == nil {
-            guard let fresh = unsafe redisConnectWithTimeout(host, Int32(port), connectTimeout) else { return .failure("cannot allocate a connection") }
+            guard let fresh = unsafe redisConnectWithTimeout(host, Int32(port), connectTimeout) else {
+                return .failure("cannot allocate a connection")
+            }
             if unsafe fresh.pointee.err != 0 {
-                let message = unsafe withUnsafePointer(to: fresh.pointee.errstr) { unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+                let message = unsafe withUnsafePointer(to: fresh.pointee.errstr) {
+                    unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+                }
                 unsafe redisFree(fresh)
                 return .failure(message)
             }
@@ -128,11 +132,13 @@ enum RedisReply: Sendable, Equatable {
         }
         guard let context = unsafe context else { return .failure("no connection") }
         let cStrings = unsafe arguments.map { unsafe strdup($0) }
-        defer { for unsafe pointer in unsafe cStrings { unsafe free(pointer) } }
+        defer { for index in unsafe cStrings.indices { unsafe free(cStrings[index]) } }
         var argv: [UnsafePointer<CChar>?] = unsafe cStrings.map { unsafe UnsafePointer($0) }
         var lengths: [Int] = arguments.map { $0.utf8.count }
         guard let raw = unsafe redisCommandArgv(context, Int32(arguments.count), &argv, &lengths) else {
-            let message = unsafe withUnsafePointer(to: context.pointee.errstr) { unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            let message = unsafe withUnsafePointer(to: context.pointee.errstr) {
+                unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
             lastErrorWasConnection = unsafe context.pointee.err == REDIS_ERR_IO || context.pointee.err == REDIS_ERR_EOF
             drop()  // the connection is unusable after an I/O error: re-dial next time
             return .failure(message.isEmpty ? "connection lost" : message)

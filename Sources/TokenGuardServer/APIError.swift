@@ -18,7 +18,8 @@ struct APIError: Error, HTTPResponseError {
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         // A body refused for its size is left unread: close the connection rather than read or drain it.
         if status == .contentTooLarge { headers[.connection] = "close" }
-        let body = JSONWriter.bytes(.object(JSONObject([("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))])))
+        let body = JSONWriter.bytes(
+            .object(JSONObject([("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))])))
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

@@ -31,7 +31,11 @@ public enum DevIdPServer {
         router.get("/.well-known/openid-configuration") { request, _ in
             let base = "http://\(request.head.authority ?? "\(host):\(port)")"
             return JSONResponse.make(
-                .object(JSONObject([("issuer", .string(base)), ("jwks_uri", .string(base + "/jwks")), ("id_token_signing_alg_values_supported", .array([.string("RS256")]))])))
+                .object(
+                    JSONObject([
+                        ("issuer", .string(base)), ("jwks_uri", .string(base + "/jwks")),
+                        ("id_token_signing_alg_values_supported", .array([.string("RS256")])),
+                    ])))
         }
         router.get("/mint") { request, _ in
             let query = request.uri.queryParameters

@@ -10,7 +10,8 @@ struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if let methods = allowed[request.uri.path], !methods.contains(request.method) {
             let names = methods.map(\.rawValue).joined(separator: ", ")
-            var response = try APIError(status: .methodNotAllowed, code: .invalidRequest, message: "use \(names)").response(from: request, context: context)
+            var response = try APIError(status: .methodNotAllowed, code: .invalidRequest, message: "use \(names)").response(
+                from: request, context: context)
             response.headers[.allow] = names
             return response
         }

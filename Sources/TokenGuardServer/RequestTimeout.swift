@@ -1,8 +1,8 @@
-import TokenGuardSync
 import Hummingbird
 import Synchronization
 import TokenGuardCore
 import TokenGuardService
+import TokenGuardSync
 
 /// Bounds a request's work: after `seconds` the client gets 503 with `Retry-After` and the work is cancelled.
 /// Outbound calls are bounded by their own timeouts; this bounds everything else (a slow body upload, a pile-up
@@ -17,10 +17,12 @@ enum RequestTimeout {
 
         /// True when this call delivered the answer.
         func deliver(_ result: Result<Response, any Error>) -> Bool {
-            guard let continuation = continuation.withLock({ value in
-                defer { value = nil }
-                return value
-            }) else { return false }
+            guard
+                let continuation = continuation.withLock({ value in
+                    defer { value = nil }
+                    return value
+                })
+            else { return false }
             continuation.resume(with: result)
             return true
         }

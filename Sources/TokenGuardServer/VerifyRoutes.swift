@@ -47,7 +47,8 @@ struct VerifyRoutes: Sendable {
             throw APIError.invalidRequest(error.message)
         }
         let started = DispatchTime.now()
-        let (result, explanation) = await registry.verify(provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
+        let (result, explanation) = await registry.verify(
+            provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
         switch result {
         case .success:
@@ -120,7 +121,8 @@ struct VerifyRoutes: Sendable {
             return withID(entry.objectValue?["id"], error.json(provider: entry.objectValue?["provider"]?.stringValue))
         }
         let started = DispatchTime.now()
-        let (result, explanation) = await registry.verify(provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
+        let (result, explanation) = await registry.verify(
+            provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
         var verdict = result.json(provider: item.provider)
         if let explanation { verdict.set("checks", explanation.json) }

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import TokenGuardBatch
 import TokenGuardCore
 import TokenGuardService
-import TokenGuardBatch
 
 struct BatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,7 +36,8 @@ struct BatchCommand: AsyncParsableCommand {
     func parsedShard() throws -> (index: Int, count: Int)? {
         guard let shard else { return nil }
         let parts = shard.split(separator: "/")
-        guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]), count >= 1, count <= 1_000_000, (0..<count).contains(index) else {
+        guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]), count >= 1, count <= 1_000_000, (0..<count).contains(index)
+        else {
             throw ValidationError("--shard must be I/N with 0 ≤ I < N, e.g. 0/4")
         }
         return (index, count)

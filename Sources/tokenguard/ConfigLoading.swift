@@ -3,9 +3,9 @@ import Dispatch
 import Foundation
 import Logging
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardFetch
 import TokenGuardRedis
+import TokenGuardService
 
 enum ConfigLoading {
     /// Loads the config and builds the verifiers, or prints the problem (naming the key) and exits 2.
@@ -42,10 +42,12 @@ enum ConfigLoading {
             do {
                 archive = try KeyArchive(path: configuration.keyArchive)
             } catch {
-                logger.error("cannot open the key archive; continuing without it", metadata: ["path": "\(configuration.keyArchive)", "error": "\(error)"])
+                logger.error(
+                    "cannot open the key archive; continuing without it", metadata: ["path": "\(configuration.keyArchive)", "error": "\(error)"])
             }
         }
-        return VerifierRegistry(configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive, replayStore: replayStore)
+        return VerifierRegistry(
+            configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive, replayStore: replayStore)
     }
 }
 
@@ -107,4 +109,3 @@ struct JSONLogHandler: LogHandler {
         FileHandle.standardError.write(Data((JSONWriter.string(.object(object)) + "\n").utf8))
     }
 }
-

@@ -3,8 +3,8 @@ import Foundation
 import Hummingbird
 import Logging
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardServer
+import TokenGuardService
 
 struct DevIdPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,7 +1,7 @@
 import ArgumentParser
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardFetch
+import TokenGuardService
 
 /// For container health checks on images without curl: GETs a loopback URL, exits 0 on 200.
 struct HealthcheckCommand: AsyncParsableCommand {

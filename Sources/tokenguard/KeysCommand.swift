@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,10 +6,10 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
 import TokenGuardServer
+import TokenGuardService
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -71,7 +71,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         for provider in configuration.providers where provider.devIdP {
             logger.warning(
-                "!!! provider \(provider.name) TRUSTS A DEVELOPMENT IdP over plain http: tokens it mints are accepted. Never do this in production. !!!")
+                "!!! provider \(provider.name) TRUSTS A DEVELOPMENT IdP over plain http: tokens it mints are accepted. Never do this in production. !!!"
+            )
         }
 
         let registry = try ConfigLoading.makeRegistry(configuration, logger: logger)
@@ -80,7 +81,8 @@ struct ServeCommand: AsyncParsableCommand {
         let minter = demoMinter
         let idpPort = demoIdPPort
         let app = buildApplication(
-            registry: registry, kinds: kinds, host: host, port: port, settings: configuration.server, prometheus: prometheus, logger: logger, extraServices: extraServices,
+            registry: registry, kinds: kinds, host: host, port: port, settings: configuration.server, prometheus: prometheus, logger: logger,
+            extraServices: extraServices,
             onServerRunning: { boundPort in
                 logger.notice("tokenguard \(TokenGuardVersion.string) listening on \(host):\(boundPort)")
                 if let minter { DemoConfiguration.printTryIt(minter: minter, host: host, port: boundPort, idpPort: idpPort) }
@@ -98,10 +100,12 @@ enum DemoConfiguration {
                 devIdP: true),
             ProviderConfiguration(
                 name: "facebook_limited", kind: .facebookLimited,
-                settings: .jws(.facebookLimited(audiences: [DevTokenMinter.defaultAudiences[.facebookLimited] ?? ""]), .jwksURL(jwksURL)), devIdP: true),
+                settings: .jws(.facebookLimited(audiences: [DevTokenMinter.defaultAudiences[.facebookLimited] ?? ""]), .jwksURL(jwksURL)),
+                devIdP: true),
             ProviderConfiguration(
                 name: "microsoft", kind: .microsoft,
-                settings: .jws(.microsoft(audiences: [DevTokenMinter.defaultAudiences[.microsoft] ?? ""], tenants: .any), .jwksURL(jwksURL)), devIdP: true),
+                settings: .jws(.microsoft(audiences: [DevTokenMinter.defaultAudiences[.microsoft] ?? ""], tenants: .any), .jwksURL(jwksURL)),
+                devIdP: true),
         ]
     }
 

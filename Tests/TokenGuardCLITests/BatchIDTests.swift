@@ -11,7 +11,8 @@ struct BatchIDTests {
         let key = try SharedTestKeys.rsa()
         let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
         let config = try workspace.write(
-            "tokenguard.yaml", "max_token_bytes: 1024\nproviders:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
+            "tokenguard.yaml",
+            "max_token_bytes: 1024\nproviders:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
         let huge = String(repeating: "A", count: 20_000)
         let lines = [
             "{\"id\":\"first\",\"provider\":\"apple\",\"token\":\"\(huge)\"}",

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The binary fetching keys from a local IdP over HTTP, with its key archive.
@@ -53,7 +53,10 @@ struct CLIFetchTests {
         server.stop()
         let other = try TestKey(.rsa(bits: 2048), keyID: "never-seen")
         let down = try BinaryRunner.run(
-            ["verify", "--config", config, "--provider", "apple", "--token", try other.sign(ProviderTokens.apple(now: now, rawNonce: nonce)), "--nonce", nonce])
+            [
+                "verify", "--config", config, "--provider", "apple", "--token", try other.sign(ProviderTokens.apple(now: now, rawNonce: nonce)),
+                "--nonce", nonce,
+            ])
         #expect(down.status == 3, "\(down.stdout) \(down.stderr)")
     }
 }

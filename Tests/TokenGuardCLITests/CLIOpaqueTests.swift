@@ -41,7 +41,8 @@ struct CLIOpaqueTests {
         #expect(missing.stderr.contains("providers.github.client_secret_env"))
         // Batch mixes them fine, in order.
         let batch = try BinaryRunner.run(
-            ["batch", "--config", config, "-"], stdin: "{\"id\":1,\"provider\":\"github\",\"token\":\"gho_ours\"}\n{\"id\":2,\"provider\":\"github\",\"token\":\"gho_theirs\"}\n",
+            ["batch", "--config", config, "-"],
+            stdin: "{\"id\":1,\"provider\":\"github\",\"token\":\"gho_ours\"}\n{\"id\":2,\"provider\":\"github\",\"token\":\"gho_theirs\"}\n",
             environment: environment)
         let lines = batch.stdout.split(separator: "\n")
         #expect(lines.count == 2)

@@ -63,24 +63,26 @@ struct CLITests {
         _ = workspace
     }
 
-    @Test("config errors name the key and exit 2", arguments: [
-        ("providers:\n  apple: { audiences: [\"a\"], audience: \"typo\" }\n", "providers.apple.audience"),
-        ("providers:\n  apple: { audiences: [] }\n", "providers.apple.audiences"),
-        ("providers:\n  apple: { audiences: [\"a\"], nonce: md5 }\n", "providers.apple.nonce"),
-        ("providers:\n  corp: { kind: oidc, audiences: [\"a\"], jwks_url: \"https://x\" }\n", "providers.corp.issuer"),
-        ("providers:\n  corp: { kind: oidc, issuer: \"http://idp.example\", audiences: [\"a\"] }\n", "providers.corp.issuer"),
-        ("providers:\n  apple: { audiences: [\"a\"], jwks_url: \"http://127.0.0.1:9/jwks\" }\n", "dev_idp: true"),
-        ("providers:\n  microsoft: { audiences: [\"a\"], tenants: [\"contoso\"] }\n", "providers.microsoft.tenants"),
-        ("providers:\n  gh: { kind: github, client_id: \"x\" }\n", "providers.gh"),
-        ("leeway_seconds: \"sixty\"\n", "leeway_seconds"),
-        ("max_token_bytes: 10\n", "max_token_bytes"),
-        ("replay: { store: nosql }\n", "replay.store"),
-        ("replay: { store: redis }\n", "replay.redis_url"),
-        ("listen: \"nowhere\"\n", "listen"),
-        ("lisen: \"127.0.0.1:8080\"\n", "lisen"),
-        ("providers: [1, 2]\n", "providers"),
-        ("providers:\n  apple: { audiences: [\"a\"] }\n  apple: { audiences: [\"b\"] }\n", "YAML"),
-    ])
+    @Test(
+        "config errors name the key and exit 2",
+        arguments: [
+            ("providers:\n  apple: { audiences: [\"a\"], audience: \"typo\" }\n", "providers.apple.audience"),
+            ("providers:\n  apple: { audiences: [] }\n", "providers.apple.audiences"),
+            ("providers:\n  apple: { audiences: [\"a\"], nonce: md5 }\n", "providers.apple.nonce"),
+            ("providers:\n  corp: { kind: oidc, audiences: [\"a\"], jwks_url: \"https://x\" }\n", "providers.corp.issuer"),
+            ("providers:\n  corp: { kind: oidc, issuer: \"http://idp.example\", audiences: [\"a\"] }\n", "providers.corp.issuer"),
+            ("providers:\n  apple: { audiences: [\"a\"], jwks_url: \"http://127.0.0.1:9/jwks\" }\n", "dev_idp: true"),
+            ("providers:\n  microsoft: { audiences: [\"a\"], tenants: [\"contoso\"] }\n", "providers.microsoft.tenants"),
+            ("providers:\n  gh: { kind: github, client_id: \"x\" }\n", "providers.gh"),
+            ("leeway_seconds: \"sixty\"\n", "leeway_seconds"),
+            ("max_token_bytes: 10\n", "max_token_bytes"),
+            ("replay: { store: nosql }\n", "replay.store"),
+            ("replay: { store: redis }\n", "replay.redis_url"),
+            ("listen: \"nowhere\"\n", "listen"),
+            ("lisen: \"127.0.0.1:8080\"\n", "lisen"),
+            ("providers: [1, 2]\n", "providers"),
+            ("providers:\n  apple: { audiences: [\"a\"] }\n  apple: { audiences: [\"b\"] }\n", "YAML"),
+        ])
     func configErrors(yaml: String, key: String) throws {
         let workspace = try TempWorkspace()
         let config = try workspace.write("bad.yaml", yaml)

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// Known attacks on JWT verifiers, each of which must be refused with the right code.
@@ -234,7 +234,9 @@ struct AttackTests {
         if standard != token { variants.append(standard) }
         // Non-zero trailing bits: the last character of a segment whose length is 2 or 3 mod 4, nudged up by one.
         let signature = Array(parts[2].utf8)
-        if signature.count % 4 != 0, let last = signature.last, last == UInt8(ascii: "A") || last == UInt8(ascii: "Q") || last == UInt8(ascii: "g") || last == UInt8(ascii: "w") {
+        if signature.count % 4 != 0, let last = signature.last,
+            last == UInt8(ascii: "A") || last == UInt8(ascii: "Q") || last == UInt8(ascii: "g") || last == UInt8(ascii: "w")
+        {
             var nudged = signature
             nudged[nudged.count - 1] = last + 1
             variants.append("\(parts[0]).\(parts[1]).\(String(decoding: nudged, as: UTF8.self))")

@@ -1,7 +1,7 @@
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The audit's other findings, each with the rule it broke.
@@ -63,7 +63,8 @@ struct AuditFindingsTests {
         #expect(result.code == .unknownKey)
         if case .failure(let error) = result { #expect(error.message.contains("skipped") && error.message.contains("small-order")) }
         // The good key still verifies.
-        let token = try good.sign(JSONObject([("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 60))]))
+        let token = try good.sign(
+            JSONObject([("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 60))]))
         #expect(verifier.verify(token: token, nonce: nil, at: now).verdict != nil)
     }
 
@@ -95,7 +96,9 @@ struct AuditFindingsTests {
             #expect(explained.explanation.checks.first { $0.name == "token-type" }?.ok == false)
         }
         for typ in ["JWT", "jwt", "application/jwt", "Application/JWT"] {
-            #expect(verifier.verify(token: try key.sign(claims, extraHeader: [("typ", .string(typ))]), nonce: nonce, at: now).verdict != nil, "typ \(typ)")
+            #expect(
+                verifier.verify(token: try key.sign(claims, extraHeader: [("typ", .string(typ))]), nonce: nonce, at: now).verdict != nil, "typ \(typ)"
+            )
         }
         #expect(verifier.verify(token: try key.sign(claims), nonce: nonce, at: now).verdict != nil)
         // A forged access token is still invalid_signature first: the signature is checked before the type.
@@ -106,14 +109,17 @@ struct AuditFindingsTests {
         let accessVerifier = try Verifiers.make(custom, keys: [key])
         #expect(accessVerifier.verify(token: try key.sign(claims, extraHeader: [("typ", .string("AT+JWT"))]), nonce: nonce, at: now).verdict != nil)
         #expect(accessVerifier.verify(token: try key.sign(claims), nonce: nonce, at: now).code == .invalidTokenType)
-        let config = try Configuration.parse(yaml: "providers:\n  corp: {kind: oidc, issuer: \"https://idp.example\", audiences: [api], token_types: [\"\", \"JWT\"]}\n")
+        let config = try Configuration.parse(
+            yaml: "providers:\n  corp: {kind: oidc, issuer: \"https://idp.example\", audiences: [api], token_types: [\"\", \"JWT\"]}\n")
         #expect(config.providers[0].policy?.tokenTypes == ["", "jwt"])
     }
 
     @Test("azp: when present it must be an authorized party (default: the audiences)")
     func authorizedParty() throws {
         let key = try SharedTestKeys.rsa()
-        var claims = JSONObject([("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 60))])
+        var claims = JSONObject([
+            ("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 60)),
+        ])
         var policy = ProviderPolicy.oidc(name: "corp", issuer: "https://idp.example", audiences: ["api"])
         let verifier = try Verifiers.make(policy, keys: [key])
         #expect(verifier.verify(token: try key.sign(claims), nonce: nil, at: now).verdict != nil, "no azp")
@@ -137,7 +143,8 @@ struct AuditFindingsTests {
         } catch {
             #expect(error.key == "providers.microsoft.tenants")
         }
-        #expect(try Configuration.parse(yaml: "providers:\n  microsoft: { audiences: [\"a\"], tenants: [\"*\"] }\n").providers[0].policy?.tenants == .any)
+        #expect(
+            try Configuration.parse(yaml: "providers:\n  microsoft: { audiences: [\"a\"], tenants: [\"*\"] }\n").providers[0].policy?.tenants == .any)
         let defaults = try Configuration.builtInDefaults(environment: ["TOKENGUARD_MICROSOFT_AUDIENCES": ProviderTokens.microsoftAudience])
         let policy = try #require(defaults.provider(named: "microsoft")?.policy)
         let key = try SharedTestKeys.rsa()

@@ -1,7 +1,7 @@
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// A token, nonce, kid and provider name is its bytes (the audit's high finding and its class).
@@ -121,7 +121,9 @@ struct ByteIdentityTests {
         claims.set("aud", .string("com.example.Kiosk"))
         #expect(kiosk.verify(token: try key.sign(claims), nonce: nonce, at: now).verdict != nil)
         let corp = try Verifiers.make(.oidc(name: "corp", issuer: "https://Kiosk.example", audiences: ["api"]), keys: [key])
-        var oidc = JSONObject([("iss", .string("https://\u{212A}iosk.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 60))])
+        var oidc = JSONObject([
+            ("iss", .string("https://\u{212A}iosk.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 60)),
+        ])
         #expect(corp.verify(token: try key.sign(oidc), nonce: nil, at: now).code == .invalidIssuer)
         oidc.set("iss", .string("https://Kiosk.example"))
         #expect(corp.verify(token: try key.sign(oidc), nonce: nil, at: now).verdict != nil)
@@ -135,7 +137,9 @@ struct ByteIdentityTests {
         let registry = VerifierRegistry(
             verifiers: ["corp": try Verifiers.make(policy, keys: [key])], replayGuards: ["corp": ReplayGuard(store: store, leewaySeconds: 60)],
             replayStore: store, clock: .fixed(Verifiers.now))
-        let claims = JSONObject([("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 600))])
+        let claims = JSONObject([
+            ("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 600)),
+        ])
         let token = try key.sign(claims)
         let parts = segments(token)
         let signature = try #require(Base64URL.decode(parts[2]))

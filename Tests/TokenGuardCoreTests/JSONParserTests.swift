@@ -5,25 +5,35 @@ import TokenGuardService
 struct JSONParserTests {
     func parse(_ text: String) -> JSONValue? { try? JSONParser.parse(Array(text.utf8)) }
 
-    @Test("valid documents", arguments: [
-        ("{}", JSONValue.object(JSONObject())),
-        ("[]", .array([])),
-        (" {\"a\" : [1, -2, 3.5, 1e2, true, false, null, \"x\"]} ", .object(JSONObject([("a", .array([.integer(1), .integer(-2), .number(3.5), .number(100), .bool(true), .bool(false), .null, .string("x")]))]))),
-        ("\"\\u0040\\/\\n\\ud83d\\ude00\"", .string("@/\n😀")),
-        ("\"Алина\"", .string("Алина")),
-        ("9223372036854775807", .integer(Int64.max)),
-        ("9223372036854775808", .number(9_223_372_036_854_775_808)),
-        ("-0", .integer(0)),
-    ])
+    @Test(
+        "valid documents",
+        arguments: [
+            ("{}", JSONValue.object(JSONObject())),
+            ("[]", .array([])),
+            (
+                " {\"a\" : [1, -2, 3.5, 1e2, true, false, null, \"x\"]} ",
+                .object(
+                    JSONObject([
+                        ("a", .array([.integer(1), .integer(-2), .number(3.5), .number(100), .bool(true), .bool(false), .null, .string("x")]))
+                    ]))
+            ),
+            ("\"\\u0040\\/\\n\\ud83d\\ude00\"", .string("@/\n😀")),
+            ("\"Алина\"", .string("Алина")),
+            ("9223372036854775807", .integer(Int64.max)),
+            ("9223372036854775808", .number(9_223_372_036_854_775_808)),
+            ("-0", .integer(0)),
+        ])
     func valid(text: String, expected: JSONValue) {
         #expect(parse(text) == expected, "\(text)")
     }
 
-    @Test("invalid documents are refused", arguments: [
-        "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "'x'", "01", "1.", ".5", "1e", "-", "+1", "NaN", "Infinity",
-        "1e400", "tru", "nul", "\"\\x\"", "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"a\tb\"", "\"unterminated",
-        "{} {}", "[1] x", "{\"a\":1}\u{0}", "/* c */ {}", "{\"a\":1,\"a\":2}", "{\"a\":{\"b\":1,\"b\":1}}",
-    ])
+    @Test(
+        "invalid documents are refused",
+        arguments: [
+            "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "'x'", "01", "1.", ".5", "1e", "-", "+1", "NaN", "Infinity",
+            "1e400", "tru", "nul", "\"\\x\"", "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"a\tb\"", "\"unterminated",
+            "{} {}", "[1] x", "{\"a\":1}\u{0}", "/* c */ {}", "{\"a\":1,\"a\":2}", "{\"a\":{\"b\":1,\"b\":1}}",
+        ])
     func invalid(text: String) {
         #expect(parse(text) == nil, "\(text.debugDescription) must be refused")
     }
@@ -54,10 +64,11 @@ struct JSONParserTests {
 
     @Test("writer output parses back to the same value")
     func roundTrip() throws {
-        let value = JSONValue.object(JSONObject([
-            ("s", .string("quote \" backslash \\ newline \n tab \t control \u{01} unicode é 😀")), ("n", .integer(-5)), ("d", .number(0.25)),
-            ("a", .array([.null, .bool(true)])),
-        ]))
+        let value = JSONValue.object(
+            JSONObject([
+                ("s", .string("quote \" backslash \\ newline \n tab \t control \u{01} unicode é 😀")), ("n", .integer(-5)), ("d", .number(0.25)),
+                ("a", .array([.null, .bool(true)])),
+            ]))
         #expect(try JSONParser.parse(JSONWriter.bytes(value)) == value)
     }
 }

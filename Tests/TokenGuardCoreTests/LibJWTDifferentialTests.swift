@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// Differential test against libjwt 1.10 (an independent C implementation over OpenSSL).
@@ -32,7 +32,9 @@ struct LibJWTDifferentialTests {
         ]
         return try keys.map { key in
             let policy = ProviderPolicy.oidc(name: "diff", issuer: "https://idp.example", audiences: ["x"])
-            return Case(key: key, verifier: try Verifiers.make(policy, keys: [key]), reference: LibJWTReference(publicKeyPEM: try key.signingKey.publicKeyPEM()))
+            return Case(
+                key: key, verifier: try Verifiers.make(policy, keys: [key]),
+                reference: LibJWTReference(publicKeyPEM: try key.signingKey.publicKeyPEM()))
         }
     }
 
@@ -160,7 +162,9 @@ struct LibJWTDifferentialTests {
                     if !ours, theirs, let reason = Self.deliberateDifference(candidate, tokenguardError: error) {
                         differences[reason, default: 0] += 1
                     } else {
-                        Issue.record("\(testCase.key.algorithm): tokenguard \(ours ? "accepts" : "rejects (\(error.map(String.init(describing:)) ?? ""))"), libjwt \(theirs ? "accepts" : "rejects"): \(candidate.prefix(120))")
+                        Issue.record(
+                            "\(testCase.key.algorithm): tokenguard \(ours ? "accepts" : "rejects (\(error.map(String.init(describing:)) ?? ""))"), libjwt \(theirs ? "accepts" : "rejects"): \(candidate.prefix(120))"
+                        )
                     }
                 }
             }

@@ -1,7 +1,7 @@
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// Tokens shaped like each provider's real ones pass their own policy and fail the others'.
@@ -158,7 +158,10 @@ struct ProviderPolicyTests {
 
     @Test("EdDSA, ES256/384/512 and PS256 tokens verify under an OIDC policy")
     func otherAlgorithms() throws {
-        let keys = [try SharedTestKeys.ed25519(), try SharedTestKeys.p256(), try SharedTestKeys.p384(), try SharedTestKeys.p521(), try SharedTestKeys.rsaPSS()]
+        let keys = [
+            try SharedTestKeys.ed25519(), try SharedTestKeys.p256(), try SharedTestKeys.p384(), try SharedTestKeys.p521(),
+            try SharedTestKeys.rsaPSS(),
+        ]
         let policy = ProviderPolicy.oidc(name: "corp", issuer: "https://appleid.apple.com", audiences: [ProviderTokens.appleAudience])
         let verifier = try Verifiers.make(policy, keys: keys)
         for key in keys {

@@ -1,12 +1,14 @@
+import Foundation
+import Testing
+import TokenGuardBatch
+import TokenGuardService
+import TokenGuardTestSupport
+
+@testable import TokenGuardCore
+
 #if canImport(Glibc)
     import Glibc
 #endif
-import Foundation
-import Testing
-@testable import TokenGuardCore
-import TokenGuardService
-import TokenGuardBatch
-import TokenGuardTestSupport
 
 /// Request decoding shared by the HTTP API and the batch tool, and the batch line reader, including the
 /// properties the fuzz targets check (Fuzz/Sources), here on fixed and seeded inputs.
@@ -139,7 +141,9 @@ struct RequestDecodingTests {
             // Too-long lines are reported with a length; the model's count is of the line without its `\r`.
             let shape = lines.map(Self.bytes)
             let expectedShape = expected.map(Self.bytes)
-            #expect(shape == expectedShape, "round \(round): limit \(maximum), buffer \(buffer), input \(String(decoding: content, as: UTF8.self).debugDescription)")
+            #expect(
+                shape == expectedShape,
+                "round \(round): limit \(maximum), buffer \(buffer), input \(String(decoding: content, as: UTF8.self).debugDescription)")
             if shape != expectedShape { break }
         }
     }

@@ -71,7 +71,8 @@ struct VerifiedTokenCacheTests {
             _ = verifier.verify(token: try key.sign(claims), nonce: nil, at: now)
         }
         #expect(cache.count <= 16)
-        let disabled = TokenVerifier(policy: policy, keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: VerifiedTokenCache(capacity: 0))
+        let disabled = TokenVerifier(
+            policy: policy, keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: VerifiedTokenCache(capacity: 0))
         #expect(disabled.cache == nil)
     }
 

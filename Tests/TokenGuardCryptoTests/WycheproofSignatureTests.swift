@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// Every Wycheproof signature vector for the JWS algorithms, through tokenguard's own key parsing (JWK → OpenSSL)

@@ -1,7 +1,7 @@
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardFetch
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The libcurl client against a real HTTP server on 127.0.0.1.
@@ -27,7 +27,9 @@ struct CurlHTTPClientTests {
     @Test("POST sends the body and headers")
     func post() async throws {
         let server = try FakeHTTPServer { request in
-            .json("{\"method\":\"\(request.method)\",\"auth\":\"\(request.headers["authorization"] ?? "")\",\"body\":\(String(decoding: request.body, as: UTF8.self))}")
+            .json(
+                "{\"method\":\"\(request.method)\",\"auth\":\"\(request.headers["authorization"] ?? "")\",\"body\":\(String(decoding: request.body, as: UTF8.self))}"
+            )
         }
         let response = try await Self.client().send(
             HTTPRequest(url: server.baseURL + "/x", method: .post, headers: [("Authorization", "Basic abc")], body: Array("{\"a\":1}".utf8)))

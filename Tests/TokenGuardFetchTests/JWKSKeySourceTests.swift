@@ -1,11 +1,11 @@
-import TokenGuardSync
 import Foundation
 import Synchronization
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
+import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// Fetched keys through rotation, outages and floods, against a real HTTP server on 127.0.0.1 playing the IdP.
@@ -72,7 +72,8 @@ struct JWKSKeySourceTests {
     }
 
     func verify(_ source: JWKSKeySource, _ token: String, at: Int64 = Verifiers.now, historical: Bool = false) async -> VerificationResult {
-        await TokenVerifier(policy: Verifiers.apple(), keySource: source).verifyRefreshingKeys(token: token, nonce: nonce, at: at, historical: historical)
+        await TokenVerifier(policy: Verifiers.apple(), keySource: source).verifyRefreshingKeys(
+            token: token, nonce: nonce, at: at, historical: historical)
     }
 
     @Test("cold start: the first verification fetches the keys once; 1,000 concurrent ones share that fetch")
@@ -178,7 +179,9 @@ struct JWKSKeySourceTests {
         let key = try SharedTestKeys.rsa()
         let idp = try IdP(keys: [key])
         let clock = TestClock(1_767_222_000)
-        for (header, expected) in [("public, max-age=600", 600.0), ("max-age=5", 300), ("max-age=99999999", 86_400), (nil, 86_400), ("no-store", 300)] {
+        for (header, expected) in [
+            ("public, max-age=600", 600.0), ("max-age=5", 300), ("max-age=99999999", 86_400), (nil, 86_400), ("no-store", 300),
+        ] {
             idp.setCacheControl(header)
             let source = source(idp, clock: clock)
             await source.refresh()

@@ -2,8 +2,8 @@ import Metrics
 import MetricsTestKit
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardFetch
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// One metrics backend for the whole test process (swift-metrics can be bootstrapped once).
@@ -34,8 +34,12 @@ struct KeyMetricsTests {
         }
         #expect(metrics.counterTotal(label: "tokenguard_jwks_fetches_total", dimensions: [("provider", provider), ("outcome", "ok")]) == 2)
         #expect(metrics.counterTotal(label: "tokenguard_jwks_fetches_total", dimensions: [("provider", provider), ("outcome", "http_error")]) == 1)
-        #expect(metrics.counterTotal(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "performed")]) == 1)
-        #expect(metrics.counterTotal(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "suppressed")]) == 4)
+        #expect(
+            metrics.counterTotal(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "performed")]) == 1
+        )
+        #expect(
+            metrics.counterTotal(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "suppressed")])
+                == 4)
         let keys = try metrics.expectGauge("tokenguard_keys", [("provider", provider)])
         #expect(keys.lastValue == 1)
     }

@@ -1,12 +1,12 @@
-import TokenGuardSync
 import Foundation
 import Logging
 import Synchronization
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
+import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// GitHub and classic Facebook Login tokens against real local servers speaking the providers' documented formats.
@@ -48,13 +48,16 @@ struct OpaqueTokenTests {
         var http = CurlHTTPClient.Configuration()
         http.totalTimeoutMilliseconds = 500
         let inspector = GitHubTokenInspector(
-            providerName: "github", clientID: clientID, clientSecret: clientSecret, apiURL: server.baseURL, fetcher: CurlHTTPClient(configuration: http))
+            providerName: "github", clientID: clientID, clientSecret: clientSecret, apiURL: server.baseURL,
+            fetcher: CurlHTTPClient(configuration: http))
         return OpaqueTokenVerifier(inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: cacheTTL), logger: logger)
     }
 
     @Test("GitHub: a token of this app verifies with user id, login, scopes; repeated checks are served from the cache")
     func githubValid() async throws {
-        let server = try Self.github { token in token == "gho_valid123" ? Self.githubAuthorization(token: token) : .json("{\"message\":\"Not Found\"}", status: 404) }
+        let server = try Self.github { token in
+            token == "gho_valid123" ? Self.githubAuthorization(token: token) : .json("{\"message\":\"Not Found\"}", status: 404)
+        }
         let verifier = Self.githubVerifier(server)
         let verdict = try #require(await verifier.verify(token: "gho_valid123").verdict)
         #expect(verdict.subject == "583231" && verdict.userID == "583231")
@@ -70,7 +73,8 @@ struct OpaqueTokenTests {
     @Test("GitHub: expiring tokens carry expires_at; an expired one is refused")
     func githubExpiry() async throws {
         let server = try Self.github { token in
-            token == "ghu_future" ? Self.githubAuthorization(token: token, expiresAt: "2099-01-01T00:00:00Z")
+            token == "ghu_future"
+                ? Self.githubAuthorization(token: token, expiresAt: "2099-01-01T00:00:00Z")
                 : Self.githubAuthorization(token: token, expiresAt: "2001-01-01T00:00:00Z")
         }
         let verifier = Self.githubVerifier(server)
@@ -81,7 +85,11 @@ struct OpaqueTokenTests {
     @Test(
         "GitHub: inactive tokens and provider faults",
         arguments: [
-            ("revoked", FakeHTTPServer.Response.json("{\"message\":\"Not Found\",\"documentation_url\":\"https://docs.github.com/rest\"}", status: 404), ErrorCode.tokenInactive),
+            (
+                "revoked",
+                FakeHTTPServer.Response.json("{\"message\":\"Not Found\",\"documentation_url\":\"https://docs.github.com/rest\"}", status: 404),
+                ErrorCode.tokenInactive
+            ),
             ("validation", FakeHTTPServer.Response.json("{\"message\":\"Validation Failed\",\"errors\":[]}", status: 422), .tokenInactive),
             ("another app", Self.githubAuthorization(token: "x", appClientID: "Iv1.someoneelse"), .tokenInactive),
             ("500", FakeHTTPServer.Response.json("{\"message\":\"Server Error\"}", status: 500), .keysUnavailable),
@@ -98,7 +106,9 @@ struct OpaqueTokenTests {
     func githubRateLimit() async throws {
         let reset = Int(Self.now) + 120
         let limited = try Self.github { _ in
-            .json("{\"message\":\"API rate limit exceeded\"}", status: 403, headers: [("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "\(reset)")])
+            .json(
+                "{\"message\":\"API rate limit exceeded\"}", status: 403,
+                headers: [("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "\(reset)")])
         }
         guard case .failure(let error) = await Self.githubVerifier(limited).verify(token: "gho_test") else {
             Issue.record("rate limited must fail")
@@ -118,7 +128,8 @@ struct OpaqueTokenTests {
         var http = CurlHTTPClient.Configuration()
         http.totalTimeoutMilliseconds = 500
         let inspector = GitHubTokenInspector(
-            providerName: "github", clientID: Self.clientID, clientSecret: Self.clientSecret, apiURL: server.baseURL, fetcher: CurlHTTPClient(configuration: http))
+            providerName: "github", clientID: Self.clientID, clientSecret: Self.clientSecret, apiURL: server.baseURL,
+            fetcher: CurlHTTPClient(configuration: http))
         let verifier = OpaqueTokenVerifier(inspector: inspector, logger: logs.logger)
         let result = await verifier.verify(token: "gho_leaky")
         #expect(result.code == .keysUnavailable)
@@ -163,7 +174,9 @@ struct OpaqueTokenTests {
     /// A fake graph.facebook.com `GET /debug_token`, checking the app access token and appsecret_proof.
     static func graph(_ data: @escaping @Sendable (String) -> FakeHTTPServer.Response) throws -> FakeHTTPServer {
         try FakeHTTPServer { request in
-            guard request.path.hasPrefix("/debug_token?") else { return .json("{\"error\":{\"message\":\"Unknown path\",\"type\":\"OAuthException\",\"code\":2500}}", status: 400) }
+            guard request.path.hasPrefix("/debug_token?") else {
+                return .json("{\"error\":{\"message\":\"Unknown path\",\"type\":\"OAuthException\",\"code\":2500}}", status: 400)
+            }
             var query: [String: String] = [:]
             for pair in request.path.dropFirst("/debug_token?".count).split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
@@ -180,7 +193,9 @@ struct OpaqueTokenTests {
         }
     }
 
-    static func debugData(isValid: Bool = true, appID: String = appID, type: String = "USER", expiresAt: Int = Int(now) + 3600) -> FakeHTTPServer.Response {
+    static func debugData(isValid: Bool = true, appID: String = appID, type: String = "USER", expiresAt: Int = Int(now) + 3600)
+        -> FakeHTTPServer.Response
+    {
         .json(
             """
             {"data":{"app_id":"\(appID)","type":"\(type)","application":"Test App","data_access_expires_at":\(Int(now) + 7_776_000),
@@ -194,7 +209,8 @@ struct OpaqueTokenTests {
         http.totalTimeoutMilliseconds = 500
         return OpaqueTokenVerifier(
             inspector: FacebookLoginTokenInspector(
-                providerName: "facebook_classic", appID: appID, appSecret: secret, graphURL: server.baseURL, fetcher: CurlHTTPClient(configuration: http)))
+                providerName: "facebook_classic", appID: appID, appSecret: secret, graphURL: server.baseURL,
+                fetcher: CurlHTTPClient(configuration: http)))
     }
 
     @Test("Facebook: a valid user token of this app verifies, with appsecret_proof")
@@ -213,7 +229,11 @@ struct OpaqueTokenTests {
             ("another app", Self.debugData(appID: "999"), .tokenInactive, "another Facebook app"),
             ("page token", Self.debugData(type: "PAGE"), .tokenInactive, "not a user"),
             ("expired", Self.debugData(expiresAt: 1_000_000_000), .tokenExpired, "expired"),
-            ("graph error", FakeHTTPServer.Response.json("{\"error\":{\"message\":\"An unknown error\",\"type\":\"OAuthException\",\"code\":1}}", status: 500), .keysUnavailable, "OAuthException"),
+            (
+                "graph error",
+                FakeHTTPServer.Response.json("{\"error\":{\"message\":\"An unknown error\",\"type\":\"OAuthException\",\"code\":1}}", status: 500),
+                .keysUnavailable, "OAuthException"
+            ),
             ("malformed", FakeHTTPServer.Response.json("<html>"), .keysUnavailable, "unreadable"),
             ("slow", FakeHTTPServer.Response(body: Array("{}".utf8), delay: 1.5), .keysUnavailable, "timeout"),
         ])

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardFetch
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The developer IdP, `mint`, `inspect`, and a request timeout, through the real binary.
@@ -48,9 +48,14 @@ struct DevIdPTests {
         for (kind, audience) in [("microsoft", "11111111-2222-4333-8444-555555555555"), ("facebook_limited", "1234567890")] {
             let minted = try BinaryRunner.run(["mint", "--provider", kind, "--nonce", "n-2", "--state-dir", stateDir])
             let config = try workspace.write(
-                "\(kind).yaml", "providers:\n  \(kind): { audiences: [\"\(audience)\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\", dev_idp: true\(kind == "microsoft" ? ", tenants: [\"*\"]" : "") }\n")
+                "\(kind).yaml",
+                "providers:\n  \(kind): { audiences: [\"\(audience)\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\", dev_idp: true\(kind == "microsoft" ? ", tenants: [\"*\"]" : "") }\n"
+            )
             let result = try BinaryRunner.run(
-                ["verify", "--config", config, "--provider", kind, "--token", minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "--nonce", "n-2"])
+                [
+                    "verify", "--config", config, "--provider", kind, "--token", minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines),
+                    "--nonce", "n-2",
+                ])
             #expect(result.status == 0, "\(kind): \(result.stdout)")
         }
     }
@@ -96,7 +101,9 @@ struct DevIdPTests {
         let response = try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"n\"}")
         #expect(response.status == 503)
         #expect(response.header("retry-after") != nil)
-        #expect(String(decoding: response.body, as: UTF8.self).contains("not answered within 1 s") && String(decoding: response.body, as: UTF8.self).contains("request_timeout"))
+        #expect(
+            String(decoding: response.body, as: UTF8.self).contains("not answered within 1 s")
+                && String(decoding: response.body, as: UTF8.self).contains("request_timeout"))
         #expect(ContinuousClock.now - started < .seconds(20), "answered long before the IdP")
     }
 }

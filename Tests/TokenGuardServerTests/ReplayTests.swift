@@ -1,10 +1,10 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
 import TokenGuardRedis
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// Replay protection with the memory store and with a real Redis (Debian's redis-server on a port of its own).

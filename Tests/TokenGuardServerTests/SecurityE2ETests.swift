@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
+import TokenGuardService
 import TokenGuardTestSupport
 
 /// The audit's findings against the real binary: HTTP, batch and the CLI, with a real redis-server.
@@ -64,7 +64,8 @@ struct SecurityE2ETests {
             #expect(response.status == 401)
             #expect(try code(response) == "malformed_token")
             // The same variant written with JSON \u escapes.
-            let escaped = variant.unicodeScalars.map { ($0.value >= 0x20 && $0.value < 0x7F) ? String($0) : String(format: "\\u%04X", $0.value) }.joined()
+            let escaped = variant.unicodeScalars.map { ($0.value >= 0x20 && $0.value < 0x7F) ? String($0) : String(format: "\\u%04X", $0.value) }
+                .joined()
             let viaEscape = try await server.post("/v1/verify", "{\"provider\":\"Kiosk\",\"token\":\"\(escaped)\",\"nonce\":\"\(nonce)\"}")
             #expect(try code(viaEscape) == "malformed_token", "\(escaped.suffix(12)): \(String(decoding: viaEscape.body, as: UTF8.self))")
         }
@@ -110,8 +111,10 @@ struct SecurityE2ETests {
             arguments: ["--config", envConfig], environment: ["TG_TEST_CALLER_KEYS": "env-caller-key-000001, env-caller-key-000002"],
             workspace: workspace)
         defer { server.stop() }
-        for headers in [[], [("X-Tokenguard-Key", "wrong-caller-key-000001")], [("X-Tokenguard-Key", "env-caller-key-00000")],
-            [("X-Tokenguard-Key", "env-caller-key-000001"), ("X-Tokenguard-Key", "env-caller-key-000001")]] as [[(String, String)]] {
+        for headers in [
+            [], [("X-Tokenguard-Key", "wrong-caller-key-000001")], [("X-Tokenguard-Key", "env-caller-key-00000")],
+            [("X-Tokenguard-Key", "env-caller-key-000001"), ("X-Tokenguard-Key", "env-caller-key-000001")],
+        ] as [[(String, String)]] {
             let refused = try await server.post("/v1/verify", body, headers: headers)
             #expect(refused.status == 403)
             #expect(try code(refused) == "caller_not_allowed")
@@ -119,7 +122,8 @@ struct SecurityE2ETests {
         }
         #expect(try await server.post("/v1/verify/batch", "{\"items\":[]}").status == 403)
         // Deny by default: what the router reaches anyway (empty segments) needs the key too.
-        for path in ["//v1/verify", "///v1/verify", "//v1//verify", "/v1//verify", "//v1/verify/batch", "/v1/verify/", "/v1/notifications/../verify"] {
+        for path in ["//v1/verify", "///v1/verify", "//v1//verify", "/v1//verify", "//v1/verify/batch", "/v1/verify/", "/v1/notifications/../verify"]
+        {
             let sneaky = try await server.post(path, body)
             #expect(sneaky.status == 403, "\(path): \(sneaky.status)")
         }
@@ -210,7 +214,11 @@ struct SecurityE2ETests {
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
         let key = try SharedTestKeys.rsa()
-        let token = try key.sign(JSONObject([("iss", .string(issuer)), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(Int64(Date().timeIntervalSince1970) + 600))]))
+        let token = try key.sign(
+            JSONObject([
+                ("iss", .string(issuer)), ("aud", .string("api")), ("sub", .string("s")),
+                ("exp", .integer(Int64(Date().timeIntervalSince1970) + 600)),
+            ]))
         let response = try await server.post("/v1/verify", "{\"provider\":\"corp\",\"token\":\"\(token)\"}")
         #expect(response.status == 503)
         #expect(try code(response) == "keys_unavailable")
@@ -248,7 +256,8 @@ struct SecurityE2ETests {
             graph.respond { _ in
                 .json("{\"data\":{\"app_id\":\"123\",\"type\":\"USER\",\"user_id\":\"42\",\"is_valid\":true,\"expires_at\":\(expires)}}")
             }
-            let response = try await server.post("/v1/verify", "{\"provider\":\"facebook_classic\",\"token\":\"EAAB\(expires.filter(\.isNumber).prefix(5))\"}")
+            let response = try await server.post(
+                "/v1/verify", "{\"provider\":\"facebook_classic\",\"token\":\"EAAB\(expires.filter(\.isNumber).prefix(5))\"}")
             #expect(response.status == 503, "expires_at \(expires)")
             #expect(server.process.isRunning)
         }
@@ -309,7 +318,9 @@ struct SecurityFindingsE2ETests {
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
         func claims(_ sub: String, _ extra: [(String, JSONValue)] = []) -> JSONObject {
-            var object = JSONObject([("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string(sub)), ("exp", .integer(now + 600))])
+            var object = JSONObject([
+                ("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string(sub)), ("exp", .integer(now + 600)),
+            ])
             for (name, value) in extra { object.set(name, value) }
             return object
         }
@@ -319,7 +330,8 @@ struct SecurityFindingsE2ETests {
         let token = try ec.sign(claims("twin"))
         let parts = segments(token)
         let signature = try #require(Base64URL.decode(parts[2]))
-        let twin = parts[0] + "." + parts[1] + "." + Base64URL.encode(Array(signature[..<32]) + ByteIdentityTestsMath.p256Negate(Array(signature[32...])))
+        let twin =
+            parts[0] + "." + parts[1] + "." + Base64URL.encode(Array(signature[..<32]) + ByteIdentityTestsMath.p256Negate(Array(signature[32...])))
         #expect(try await server.post("/v1/verify", body(token, explain: true)).status == 200)
         let second = try await server.post("/v1/verify", body(twin))
         #expect(try code(second) == "token_replayed")
@@ -342,8 +354,12 @@ struct SecurityFindingsE2ETests {
         let fresh = try ec.sign(claims("batch"))
         let freshParts = segments(fresh)
         let freshSignature = try #require(Base64URL.decode(freshParts[2]))
-        let freshTwin = freshParts[0] + "." + freshParts[1] + "." + Base64URL.encode(Array(freshSignature[..<32]) + ByteIdentityTestsMath.p256Negate(Array(freshSignature[32...])))
-        let lines = [fresh, freshTwin, access, foreignParty, forged].enumerated().map { "{\"id\":\($0.offset),\"provider\":\"corp\",\"token\":\"\($0.element)\"}" }
+        let freshTwin =
+            freshParts[0] + "." + freshParts[1] + "."
+            + Base64URL.encode(Array(freshSignature[..<32]) + ByteIdentityTestsMath.p256Negate(Array(freshSignature[32...])))
+        let lines = [fresh, freshTwin, access, foreignParty, forged].enumerated().map {
+            "{\"id\":\($0.offset),\"provider\":\"corp\",\"token\":\"\($0.element)\"}"
+        }
         let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
         let run = try BinaryRunner.run(["batch", "--config", config, input])
         let codes = run.stdout.split(separator: "\n").map { line -> String in

@@ -1,11 +1,11 @@
-import TokenGuardSync
 import Foundation
 import Synchronization
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
 import TokenGuardFetch
+import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// The real `tokenguard serve` binary over HTTP on 127.0.0.1, against a local IdP.
@@ -80,10 +80,15 @@ struct ServerE2ETests {
         #expect(rejected.status == 401)
         #expect(try json(rejected)["error"]?.objectValue?["code"] == .string("nonce_mismatch"))
 
-        let explained = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"other\",\"explain\":true}")
+        let explained = try await setup.server.post(
+            "/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"other\",\"explain\":true}")
         let checks = try #require(try json(explained)["checks"]?.arrayValue)
         let names = checks.compactMap { $0.objectValue?["check"]?.stringValue }
-        #expect(names == ["structure", "algorithm", "key", "signature", "token-type", "issuer", "audience", "authorized-party", "tenant", "expiry", "not-before", "issued-at", "nonce", "replay"])
+        #expect(
+            names == [
+                "structure", "algorithm", "key", "signature", "token-type", "issuer", "audience", "authorized-party", "tenant", "expiry",
+                "not-before", "issued-at", "nonce", "replay",
+            ])
         #expect(checks.first { $0.objectValue?["check"] == .string("nonce") }?.objectValue?["ok"] == .bool(false))
         #expect(checks.first { $0.objectValue?["check"] == .string("signature") }?.objectValue?["ok"] == .bool(true))
 
@@ -131,7 +136,8 @@ struct ServerE2ETests {
             let expected = index % 3 == 0 ? "valid" : index % 3 == 1 ? "nonce_mismatch" : index % 2 == 0 ? "unknown_provider" : "invalid_request"
             #expect(code == expected, "item \(index)")
         }
-        let tooMany = try await setup.server.post("/v1/verify/batch", "{\"items\":[" + Array(repeating: "{}", count: 1001).joined(separator: ",") + "]}")
+        let tooMany = try await setup.server.post(
+            "/v1/verify/batch", "{\"items\":[" + Array(repeating: "{}", count: 1001).joined(separator: ",") + "]}")
         #expect(tooMany.status == 400)
         let tooBig = try await setup.server.post("/v1/verify/batch", "{\"items\":[\"" + String(repeating: "a", count: 4_200_000) + "\"]}")
         #expect(tooBig.status == 413)
@@ -139,7 +145,8 @@ struct ServerE2ETests {
         // Items may carry an id, echoed first in their result (good items and bad ones alike); a single verify may not.
         let withIDs = try await setup.server.post(
             "/v1/verify/batch",
-            "{\"items\":[{\"id\":\"a\",\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"x\"},{\"id\":[1,{\"k\":null}],\"token\":5},{\"provider\":\"apple\",\"token\":\"a.b.c\"}]}")
+            "{\"items\":[{\"id\":\"a\",\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"x\"},{\"id\":[1,{\"k\":null}],\"token\":5},{\"provider\":\"apple\",\"token\":\"a.b.c\"}]}"
+        )
         let idResults = try #require(try json(withIDs)["results"]?.arrayValue)
         #expect(idResults[0].objectValue?.names.first == "id")
         #expect(idResults[0].objectValue?["id"] == .string("a"))

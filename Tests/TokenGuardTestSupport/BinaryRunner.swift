@@ -37,7 +37,9 @@ public enum BinaryRunner {
         throw RunnerError("tokenguard binary not found next to \(testBinary.path); build it first (swift build)")
     }
 
-    public static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], timeout: TimeInterval = 120) throws -> Output {
+    public static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], timeout: TimeInterval = 120) throws
+        -> Output
+    {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

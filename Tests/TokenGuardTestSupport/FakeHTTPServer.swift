@@ -1,6 +1,6 @@
-import TokenGuardSync
 import Foundation
 import Synchronization
+import TokenGuardSync
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,6 @@
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
 
 /// Builds claims shaped like each provider's real ID tokens (see ../shared/PROVIDERS.md and real-tokens/).
 public enum ProviderTokens {

@@ -1,7 +1,7 @@
 import Foundation
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardFetch
+import TokenGuardService
 
 /// A real `tokenguard serve` process on a loopback port of its own, stopped by its pid.
 public final class ServerProcess: @unchecked Sendable {

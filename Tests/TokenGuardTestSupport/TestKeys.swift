@@ -1,8 +1,8 @@
-import TokenGuardSync
 import Synchronization
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardCrypto
+import TokenGuardService
+import TokenGuardSync
 
 /// A signing key with its kid and algorithm, as a test IdP would publish it.
 public struct TestKey: Sendable {

@@ -34,8 +34,10 @@ public enum Base64URL {
                 let fullEnd = count - remainder
                 var bad: UInt8 = 0
                 while index < fullEnd {
-                    let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
-                    let c = table[Int(buffer[index + 2])], d = table[Int(buffer[index + 3])]
+                    let a = table[Int(buffer[index])]
+                    let b = table[Int(buffer[index + 1])]
+                    let c = table[Int(buffer[index + 2])]
+                    let d = table[Int(buffer[index + 3])]
                     bad |= a | b | c | d
                     out[position] = a << 2 | b >> 4
                     out[position + 1] = (b & 0x0F) << 4 | c >> 2
@@ -44,13 +46,16 @@ public enum Base64URL {
                     position += 3
                 }
                 if remainder == 2 {
-                    let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
+                    let a = table[Int(buffer[index])]
+                    let b = table[Int(buffer[index + 1])]
                     bad |= a | b
                     if b & 0x0F != 0 { valid = false }  // non-zero trailing bits: not canonical
                     out[position] = a << 2 | b >> 4
                     position += 1
                 } else if remainder == 3 {
-                    let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])], c = table[Int(buffer[index + 2])]
+                    let a = table[Int(buffer[index])]
+                    let b = table[Int(buffer[index + 1])]
+                    let c = table[Int(buffer[index + 2])]
                     bad |= a | b | c
                     if c & 0x03 != 0 { valid = false }
                     out[position] = a << 2 | b >> 4

@@ -1,4 +1,3 @@
-
 /// Where a provider's verification keys come from. The verifier asks on every token, so implementations
 /// answer from memory: an immutable ``KeySet`` snapshot, never a fetch on the hot path.
 public protocol KeySource: Sendable {

@@ -49,7 +49,9 @@ extension TokenVerifier {
             try checkBytes(token)
             jws = try parse(token)
             let ignored = jws.header.ignoredKeyReferences
-            add("structure", true, "compact JWS, \(token.utf8.count) bytes, header \(ignored.isEmpty ? "ok" : "ok (ignored: \(ignored.joined(separator: ", ")))")")
+            add(
+                "structure", true,
+                "compact JWS, \(token.utf8.count) bytes, header \(ignored.isEmpty ? "ok" : "ok (ignored: \(ignored.joined(separator: ", ")))")")
         } catch {
             add("structure", false, "\(error)")
             notRun(["algorithm", "key", "signature", "token-type"] + claimNames, "not run: the token could not be parsed")

@@ -283,7 +283,9 @@ public struct TokenVerifier: Sendable {
     /// `aud`: a string or array, one entry of which must be a configured audience. Returns the match.
     func checkAudience(_ reader: ClaimsReader) throws(VerificationError) -> String {
         guard !policy.audiences.isEmpty else {
-            throw VerificationError(.invalidAudience, "no audiences are configured for \(policy.name): set its audiences (or TOKENGUARD_\(policy.name.uppercased())_AUDIENCES)")
+            throw VerificationError(
+                .invalidAudience,
+                "no audiences are configured for \(policy.name): set its audiences (or TOKENGUARD_\(policy.name.uppercased())_AUDIENCES)")
         }
         let tokenAudiences = try reader.audiences()
         guard let audience = policy.audiences.first(where: { tokenAudiences.containsBytes($0) }) else {
@@ -333,12 +335,14 @@ public struct TokenVerifier: Sendable {
             guard let issuedAt, window.contains(issuedAt) else {
                 throw VerificationError(
                     .unknownKey,
-                    "key \"\((key.keyID ?? "").prefix(64))\" was published from \(UTCTime.iso8601(window.lowerBound + 86_400)) to \(UTCTime.iso8601(window.upperBound)); this token was issued \(issuedAt.map(UTCTime.iso8601) ?? "at no stated time")")
+                    "key \"\((key.keyID ?? "").prefix(64))\" was published from \(UTCTime.iso8601(window.lowerBound + 86_400)) to \(UTCTime.iso8601(window.upperBound)); this token was issued \(issuedAt.map(UTCTime.iso8601) ?? "at no stated time")"
+                )
             }
         }
         if let issuedAt, issuedAt > now + policy.leewaySeconds {
             throw VerificationError(
-                .tokenIssuedInFuture, "token issued at \(UTCTime.iso8601(issuedAt)), \(issuedAt - now)s in the future (leeway \(policy.leewaySeconds)s)")
+                .tokenIssuedInFuture,
+                "token issued at \(UTCTime.iso8601(issuedAt)), \(issuedAt - now)s in the future (leeway \(policy.leewaySeconds)s)")
         }
         return issuedAt
     }
@@ -396,6 +400,7 @@ package enum UTCTime {
             let text = String(value)
             return String(repeating: "0", count: max(0, width - text.count)) + text
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay % 3600 / 60, 2)):\(pad(secondsOfDay % 60, 2))Z"
+        return
+            "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondsOfDay / 3600, 2)):\(pad(secondsOfDay % 3600 / 60, 2)):\(pad(secondsOfDay % 60, 2))Z"
     }
 }

@@ -1,5 +1,5 @@
-import TokenGuardSync
 import Synchronization
+import TokenGuardSync
 
 /// A bounded LRU cache of verified tokens, like Envoy's JWT filter offers: a token seen and verified recently
 /// skips the signature check.
@@ -49,7 +49,8 @@ public final class VerifiedTokenCache: Sendable {
         var free: [Int32] = []
 
         mutating func unlink(_ slot: Int32) {
-            let p = previous[Int(slot)], n = next[Int(slot)]
+            let p = previous[Int(slot)]
+            let n = next[Int(slot)]
             if p >= 0 { next[Int(p)] = n } else { head = n }
             if n >= 0 { previous[Int(n)] = p } else { tail = p }
         }

@@ -1,6 +1,6 @@
-import TokenGuardCore
 import Foundation
 import Logging
+import TokenGuardCore
 import TokenGuardCrypto
 import TokenGuardSync
 
@@ -41,7 +41,8 @@ public final class CallerKeys: Sendable {
     public static let minimumKeyBytes = 16
 
     /// Loads the keys; throws a config error naming `key` when there are none or one is unusable.
-    public init(source: Source, key: String, environment: [String: String], logger: Logger = Logger(label: "tokenguard.callers")) throws(ConfigError) {
+    public init(source: Source, key: String, environment: [String: String], logger: Logger = Logger(label: "tokenguard.callers")) throws(ConfigError)
+    {
         self.source = source
         self.logger = logger
         switch source {

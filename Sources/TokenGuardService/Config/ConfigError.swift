@@ -1,4 +1,5 @@
 import TokenGuardCore
+
 /// A configuration problem, naming the key and what is wrong with it. The CLI exits 2 on one.
 public struct ConfigError: Error, Sendable, CustomStringConvertible {
     /// Dotted path of the offending key, e.g. `providers.apple.audiences`.

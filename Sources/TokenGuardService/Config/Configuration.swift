@@ -1,5 +1,5 @@
-import TokenGuardCore
 import Foundation
+import TokenGuardCore
 import TokenGuardCrypto
 import Yams
 
@@ -370,7 +370,8 @@ extension Configuration {
         let clientID = try idNode.string()
         let idIsValid =
             isGitHub
-            ? !clientID.isEmpty && clientID.count <= 64 && clientID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") }
+            ? !clientID.isEmpty && clientID.count <= 64
+                && clientID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") }
             : !clientID.isEmpty && clientID.count <= 32 && clientID.allSatisfy { $0.isASCII && $0.isNumber }
         guard idIsValid else { throw ConfigError(idNode.key, isGitHub ? "is not a GitHub client id" : "must be the numeric Facebook app id") }
         guard let secretNode = fields[secretKey] else {
@@ -385,7 +386,8 @@ extension Configuration {
         return ProviderConfiguration(
             name: name, kind: kind,
             settings: .opaque(
-                OpaqueProviderSettings(clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds)),
+                OpaqueProviderSettings(
+                    clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds)),
             devIdP: devIdP)
     }
 }
@@ -482,7 +484,9 @@ extension Configuration {
         var tenants = TenantRule.unset(hint: "set TOKENGUARD_MICROSOFT_TENANTS to your tenant GUIDs (or organizations, consumers, *)")
         let tenantList = list("TOKENGUARD_MICROSOFT_TENANTS")
         if !tenantList.isEmpty {
-            guard let rule = TenantRule.parse(tenantList) else { throw ConfigError("TOKENGUARD_MICROSOFT_TENANTS", "must be *, organizations, consumers or tenant GUIDs") }
+            guard let rule = TenantRule.parse(tenantList) else {
+                throw ConfigError("TOKENGUARD_MICROSOFT_TENANTS", "must be *, organizations, consumers or tenant GUIDs")
+            }
             tenants = rule
         }
         configuration.providers = [

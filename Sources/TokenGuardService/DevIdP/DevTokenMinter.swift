@@ -1,5 +1,5 @@
-import TokenGuardCore
 import Foundation
+import TokenGuardCore
 import TokenGuardCrypto
 
 /// The developer IdP's signing key and token minting: tokens shaped like Apple's, Facebook Limited Login's and

@@ -1,7 +1,11 @@
 import TokenGuardCore
+
 /// An outbound HTTP request to a provider (JWKS, discovery, token inspection).
 public struct HTTPRequest: Sendable {
-    public enum Method: String, Sendable { case get = "GET", post = "POST" }
+    public enum Method: String, Sendable {
+        case get = "GET"
+        case post = "POST"
+    }
 
     public var url: String
     public var method: Method
@@ -122,7 +126,8 @@ extension OutboundURL {
         case "https":
             guard sameOrigin || (jwksHosts.containsBytes(host) && port == 443) else {
                 throw FetchError(
-                    .invalidURL, "\(host.prefix(128)):\(port) is neither the issuer's origin (\(issuerHost):\(issuerPort)) nor a jwks_hosts host on 443")
+                    .invalidURL,
+                    "\(host.prefix(128)):\(port) is neither the issuer's origin (\(issuerHost):\(issuerPort)) nor a jwks_hosts host on 443")
             }
         default:
             guard devIdP, sameOrigin else {
@@ -140,7 +145,8 @@ extension OutboundURL {
         if hostAndPort.hasPrefix("["), let close = hostAndPort.firstIndex(of: "]") { hostAndPort = hostAndPort[hostAndPort.index(after: close)...] }
         guard let colon = hostAndPort.lastIndex(of: ":") else { return scheme == "https" ? 443 : 80 }
         let digits = hostAndPort[hostAndPort.index(after: colon)...]
-        guard !digits.isEmpty, digits.count <= 5, digits.utf8.allSatisfy({ (48...57).contains($0) }), let port = Int(digits), (1...65535).contains(port)
+        guard !digits.isEmpty, digits.count <= 5, digits.utf8.allSatisfy({ (48...57).contains($0) }), let port = Int(digits),
+            (1...65535).contains(port)
         else { throw FetchError(.invalidURL, "the port is not a number from 1 to 65535") }
         return port
     }

@@ -1,5 +1,5 @@
-import TokenGuardCore
 import Foundation
+import TokenGuardCore
 
 #if canImport(Glibc)
     import Glibc

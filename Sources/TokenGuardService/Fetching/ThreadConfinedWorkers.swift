@@ -1,5 +1,5 @@
-import TokenGuardCore
 import Foundation
+import TokenGuardCore
 
 /// A fixed set of threads, each owning one resource that never leaves it (a libcurl handle, a Redis
 /// connection), running blocking jobs for `async` callers. Blocking C calls thus never run on Swift's

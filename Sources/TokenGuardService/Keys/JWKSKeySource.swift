@@ -1,9 +1,9 @@
-import TokenGuardCore
-import TokenGuardSync
 import Foundation
 import Logging
 import Metrics
 import Synchronization
+import TokenGuardCore
+import TokenGuardSync
 
 /// A provider's keys fetched from its JWKS over HTTPS: cached, refreshed ahead of expiry, kept through outages.
 ///
@@ -311,7 +311,8 @@ public final class JWKSKeySource: KeySource {
         }
         // OpenID Connect Discovery §4.3: the issuer in the document must be exactly the one configured.
         guard let documentIssuer = document["issuer"]?.stringValue, documentIssuer.sameBytes(as: issuer) else {
-            throw FetchFailure("discovery document names issuer \(document["issuer"].map { JSONWriter.string($0) } ?? "none"), not \(issuer)", outcome: "malformed")
+            throw FetchFailure(
+                "discovery document names issuer \(document["issuer"].map { JSONWriter.string($0) } ?? "none"), not \(issuer)", outcome: "malformed")
         }
         guard let jwksURI = document["jwks_uri"]?.stringValue else { throw FetchFailure("discovery document has no jwks_uri", outcome: "malformed") }
         do {

@@ -1,6 +1,6 @@
-import TokenGuardCore
 import Foundation
 import GRDB
+import TokenGuardCore
 
 /// Every key ever fetched, per provider, in SQLite (the embedded default; contract: `key_archive`).
 ///
@@ -69,7 +69,8 @@ public final class KeyArchive: Sendable {
             ).compactMap { row -> Entry? in
                 // A damaged row (NULLs, wrong types, times out of range) is skipped: GRDB's non-optional reads
                 // would trap, and the archive is a file anyone with disk access can edit.
-                guard let provider: String = row["provider"], let keyID: String = row["kid"], let thumbprint: String = row["thumbprint"], let jwk: String = row["jwk"],
+                guard let provider: String = row["provider"], let keyID: String = row["kid"], let thumbprint: String = row["thumbprint"],
+                    let jwk: String = row["jwk"],
                     let firstSeen: Int64 = row["first_seen"], let lastSeen: Int64 = row["last_seen"],
                     firstSeen >= 86_400, firstSeen <= lastSeen, lastSeen <= NumericDate.maximum
                 else { return nil }

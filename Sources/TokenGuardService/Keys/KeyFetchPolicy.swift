@@ -1,4 +1,5 @@
 import TokenGuardCore
+
 /// How a fetching key source caches, refreshes and tolerates failures (config: `keys:`).
 public struct KeyFetchPolicy: Sendable, Equatable {
     /// `Cache-Control: max-age` is clamped to at least this (default 5 min)…

@@ -1,5 +1,5 @@
-import TokenGuardCore
 import Foundation
+import TokenGuardCore
 import TokenGuardCrypto
 
 /// Classic Facebook Login user access tokens, through the Graph API's `debug_token` with the app access token

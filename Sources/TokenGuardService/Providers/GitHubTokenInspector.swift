@@ -1,5 +1,5 @@
-import TokenGuardCore
 import Foundation
+import TokenGuardCore
 
 /// GitHub OAuth app (and GitHub App user) access tokens: `POST {api_url}/applications/{client_id}/token`.
 ///
@@ -55,7 +55,8 @@ public struct GitHubTokenInspector: OpaqueTokenInspector {
         case 403, 429:
             return .failure(
                 VerificationError(
-                    .keysUnavailable, "GitHub rate limit reached (\(response.status))", retryAfterSeconds: RetryAfter.seconds(from: response, now: now)))
+                    .keysUnavailable, "GitHub rate limit reached (\(response.status))",
+                    retryAfterSeconds: RetryAfter.seconds(from: response, now: now)))
         default:
             return .failure(VerificationError(.keysUnavailable, "GitHub answered \(response.status)", retryAfterSeconds: 5))
         }

@@ -1,7 +1,7 @@
-import TokenGuardCore
 import Foundation
 import Logging
 import Metrics
+import TokenGuardCore
 import TokenGuardCrypto
 
 /// Verifies an opaque access token by asking its provider (GitHub, classic Facebook Login).
@@ -117,7 +117,8 @@ enum ISO8601Time {
 /// and digits plus a few punctuation bytes (tokens are bytes; nothing else reaches an upstream or a cache).
 enum OpaqueTokenShape {
     static func check(_ token: String, maximumLength: Int, punctuation: Set<UInt8>, refusal: String) -> VerificationError? {
-        let fits = !token.isEmpty && token.utf8.count <= maximumLength
+        let fits =
+            !token.isEmpty && token.utf8.count <= maximumLength
             && token.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) || punctuation.contains($0) }
         return fits ? nil : VerificationError(.malformedToken, refusal)
     }

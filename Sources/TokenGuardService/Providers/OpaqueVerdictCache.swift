@@ -1,7 +1,7 @@
-import TokenGuardCore
-import TokenGuardSync
 import Synchronization
+import TokenGuardCore
 import TokenGuardCrypto
+import TokenGuardSync
 
 /// A bounded cache of opaque-token answers, so a busy sidecar does not spend the app's GitHub or Graph rate limit
 /// on the same token again and again.

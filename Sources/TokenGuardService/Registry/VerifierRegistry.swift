@@ -1,5 +1,5 @@
-import TokenGuardCore
 import Foundation
+import TokenGuardCore
 
 /// The configured providers, each with its verifier, looked up by the name requests use.
 public struct VerifierRegistry: Sendable {
@@ -39,7 +39,6 @@ public struct VerifierRegistry: Sendable {
 
     /// The JWS verifier of a configured provider, by exact bytes.
     public func verifier(named requested: String) -> TokenVerifier? { configuredName(requested).flatMap { verifiers[$0] } }
-
 
     /// Builds verifiers from configuration. Keys come from each provider's `jwks_file`, or are fetched with
     /// `fetcher` (recorded in `archive` when given); opaque tokens are checked with `fetcher` too. Without a
@@ -102,7 +101,9 @@ public struct VerifierRegistry: Sendable {
             return JWKSKeySource(
                 provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive, clock: clock)
         case .discovery(let issuer, let jwksHosts, let devIdP):
-            guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) need discovery at \(issuer), and no fetcher is configured") }
+            guard let fetcher else {
+                return UnavailableKeySource(reason: "keys for \(name) need discovery at \(issuer), and no fetcher is configured")
+            }
             return JWKSKeySource(
                 provider: name, location: .discovery(issuer: issuer, jwksHosts: jwksHosts, devIdP: devIdP), fetcher: fetcher,
                 policy: configuration.keyFetch, archive: archive, clock: clock)
@@ -144,9 +145,14 @@ public struct VerifierRegistry: Sendable {
         }
         if let verifier = opaqueVerifiers[provider] {
             let explanation =
-                explain ? Explanation(checks: [Explanation.Check(name: "provider", ok: nil, detail: "opaque tokens are checked by their provider")]) : nil
-            if at != nil { return (.failure(VerificationError(.invalidRequest, "\(provider) tokens can only be checked now, not at a past time")), explanation) }
-            if nonce != nil { return (.failure(VerificationError(.invalidRequest, "\(provider) access tokens carry no nonce; do not send one")), explanation) }
+                explain
+                ? Explanation(checks: [Explanation.Check(name: "provider", ok: nil, detail: "opaque tokens are checked by their provider")]) : nil
+            if at != nil {
+                return (.failure(VerificationError(.invalidRequest, "\(provider) tokens can only be checked now, not at a past time")), explanation)
+            }
+            if nonce != nil {
+                return (.failure(VerificationError(.invalidRequest, "\(provider) access tokens carry no nonce; do not send one")), explanation)
+            }
             return (await verifier.verify(token: token), explanation)
         }
         return (.failure(Self.unknownProvider(requested)), nil)

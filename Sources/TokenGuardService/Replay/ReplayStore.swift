@@ -1,9 +1,9 @@
-import TokenGuardCore
-import TokenGuardSync
 import Foundation
 import Metrics
 import Synchronization
+import TokenGuardCore
 import TokenGuardCrypto
+import TokenGuardSync
 
 /// Remembers accepted tokens and nonces until they expire, so each is accepted once (contract: `replay`).
 ///
@@ -70,7 +70,8 @@ public final class MemoryReplayStore: ReplayStore {
                 state.lastSweep = now
             }
             guard state.deadlines.count + keys.count <= capacity else {
-                return .failure(VerificationError(.replayStoreUnavailable, "the replay store is full (\(capacity) live entries)", retryAfterSeconds: 5))
+                return .failure(
+                    VerificationError(.replayStoreUnavailable, "the replay store is full (\(capacity) live entries)", retryAfterSeconds: 5))
             }
             for key in keys { state.deadlines[key] = expiresAt }
             return .success(true)
