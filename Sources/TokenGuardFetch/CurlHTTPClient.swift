@@ -16,7 +16,6 @@ public final class CurlHTTPClient: HTTPFetching {
         public var connectTimeoutMilliseconds = 2_000
         /// Whole-request timeout (default 5 s).
         public var totalTimeoutMilliseconds = 5_000
-        public var maximumRedirects = 3
         /// Worker threads, hence concurrent transfers (default 4).
         public var threads = 4
         public var userAgent = "tokenguard/\(TokenGuardVersion.string) (+https://github.com/tokenguard)"
@@ -59,8 +58,9 @@ public final class CurlHTTPClient: HTTPFetching {
         try handle.set(CURLOPT_URL, request.url)
         try handle.set(CURLOPT_PROTOCOLS_STR, allowPlainHTTP ? "http,https" : "https")
         try handle.set(CURLOPT_REDIR_PROTOCOLS_STR, "https")
-        try handle.set(CURLOPT_FOLLOWLOCATION, 1)
-        try handle.set(CURLOPT_MAXREDIRS, configuration.maximumRedirects)
+        // Redirects are never followed: a discovered jwks_uri is checked against the issuer's origin, and an open
+        // redirect there must not lead to keys elsewhere; nor may a 307 re-send a user's token to another host.
+        try handle.set(CURLOPT_FOLLOWLOCATION, 0)
         // Certificate and host-name verification: explicitly on, whatever libcurl's build defaults are.
         try handle.set(CURLOPT_SSL_VERIFYPEER, 1)
         try handle.set(CURLOPT_SSL_VERIFYHOST, 2)
@@ -87,7 +87,11 @@ public final class CurlHTTPClient: HTTPFetching {
             return unsafe curl_easy_perform(handle.raw)
         }
         guard code == CURLE_OK else { throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes) }
-        return HTTPResponse(status: handle.responseCode(), headers: state.headers, body: state.body)
+        let status = handle.responseCode()
+        if (300..<400).contains(status) {
+            throw FetchError(.redirect, "HTTP \(status): redirects are not followed")
+        }
+        return HTTPResponse(status: status, headers: state.headers, body: state.body)
     }
 
     static func error(for code: CURLcode, exceeded: Bool, limit: Int) -> FetchError {

@@ -17,13 +17,21 @@ public final class RedisReplayStore: ReplayStore {
     /// One connection per thread: the pool.
     private let workers: ThreadConfinedWorkers<RedisConnection>
 
-    /// SET every key NX with EXAT, all or nothing. Returns 1 when recorded, 0 when any key existed.
+    /// SET every key with EXAT, all or nothing. Returns 1 when recorded, 0 when any key existed. Each claim
+    /// carries its own random id (ARGV[2]) as the value: when a command timed out but still ran in Redis (a pause,
+    /// a slow fork) and is sent again, it finds its own keys and counts as recorded — a first sign-in is never
+    /// answered `token_replayed` because of our own retry.
     static let claimScript = """
+        local mine = 0
         for i = 1, #KEYS do
-          if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+          local value = redis.call('GET', KEYS[i])
+          if value then
+            if value == ARGV[2] then mine = mine + 1 else return 0 end
+          end
         end
+        if mine == #KEYS then return 1 end
         for i = 1, #KEYS do
-          redis.call('SET', KEYS[i], '1', 'EXAT', ARGV[1])
+          redis.call('SET', KEYS[i], ARGV[2], 'EXAT', ARGV[1])
         end
         return 1
         """
@@ -47,7 +55,9 @@ public final class RedisReplayStore: ReplayStore {
     deinit { workers.shutdown() }
 
     public func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
-        let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt)]
+        var random = SystemRandomNumberGenerator()
+        let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
+        let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt), claimID]
         let reply = await workers.run { $0.command(arguments) }
         switch reply {
         case .integer(1): return .success(true)

@@ -75,6 +75,7 @@ struct BatchCommand: AsyncParsableCommand {
             throw ExitCodes.usage
         }
         Stderr.write(summary.report())
-        if summary.counts[.keysUnavailable, default: 0] > 0 { throw ExitCodes.unavailable }
+        // Not every answer is final when any was "cannot decide now" (keys, replay store, timeout): exit 3.
+        if summary.counts.contains(where: { $0.key.isRetryable && $0.value > 0 }) { throw ExitCodes.unavailable }
     }
 }

@@ -265,7 +265,10 @@ struct AuditFindingsTests {
         #expect(try verified([("email_verified", .bool(true))]) == false, "nOAuth: Microsoft's email_verified is not trusted")
         #expect(try verified([]) == false)
         for edov in [JSONValue.bool(true), .string("1"), .string("true")] { #expect(try verified([("xms_edov", edov)]) == true) }
-        for edov in [JSONValue.bool(false), .string("0"), .string("false"), .null] { #expect(try verified([("xms_edov", edov)]) == false) }
+        for edov in [JSONValue.bool(false), .string("0"), .string("false"), .null, .integer(1), .string("TRUE")] {
+            #expect(try verified([("xms_edov", edov)]) == false, "\(edov)")
+        }
+        #expect(try verified([("xms_edov", .bool(true)), ("email", .string(""))]) == false, "an empty email is no email")
         #expect(try verified([("xms_edov", .bool(true))], email: false) == false, "no email, nothing verified")
     }
 
@@ -287,6 +290,9 @@ struct AuditFindingsTests {
         }
         #expect(throws: ConfigError.self) { try Configuration.parse(yaml: "replay: { store: redis, redis_url: \"redis://user@127.0.0.1:6379\" }\n") }
         #expect(try Configuration.parse(yaml: "replay: { store: redis, redis_url: \"redis://127.0.0.1:6379\" }\n").replay != nil)
+        #expect(throws: ConfigError.self, "a database index would be ignored") {
+            try Configuration.parse(yaml: "replay: { store: redis, redis_url: \"redis://127.0.0.1:6379/5\" }\n")
+        }
     }
 
     @Test("explain gives the verdict verify gives, from one pass, for valid and rejected tokens alike")

@@ -60,6 +60,33 @@ struct ReplayTests {
         #expect(try await store.claim(keys: ["other"], expiresAt: now + 60).get() == true, "a restarted Redis without persistence is empty")
     }
 
+    @Test("a claim that timed out but still ran in Redis is not a replay of itself: a paused Redis never turns a first use into token_replayed")
+    func pausedRedisIsNotAReplay() async throws {
+        let redis = try RedisServerProcess()
+        defer {
+            redis.signal(SIGCONT)
+            redis.stop()
+        }
+        let store = try RedisReplayStore(url: redis.url, connections: 1, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 500)
+        let keys = ["pause-\(UUID().uuidString)", "pause-n-\(UUID().uuidString)"]
+        let expiry = Int64(Date().timeIntervalSince1970) + 60
+        #expect(await store.health().ok)
+        redis.signal(SIGSTOP)
+        // The first attempt times out (500 ms) but stays queued in Redis; the retry goes out while Redis is still
+        // paused, and both run once it resumes.
+        let claim = Task { await store.claim(keys: keys, expiresAt: expiry) }
+        try await Task.sleep(for: .milliseconds(700))
+        redis.signal(SIGCONT)
+        let result = await claim.value
+        if case .success(let recorded) = result {
+            #expect(recorded, "the request's own earlier attempt must not make it a replay")
+        } else if case .failure(let error) = result {
+            #expect(error.code == .replayStoreUnavailable)
+        }
+        // Whatever that request was told, the keys are now taken for everyone else.
+        #expect(try await store.claim(keys: keys, expiresAt: expiry).get() == false)
+    }
+
     func config(_ workspace: TempWorkspace, key: TestKey, replay: String) throws -> String {
         let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
         return try workspace.write(

@@ -8,6 +8,11 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     public var url: String { "redis://127.0.0.1:\(port)" }
 
+    /// Sends a signal to the server (SIGSTOP and SIGCONT pause and resume it, as a slow fork or a VM pause would).
+    public func signal(_ number: Int32) {
+        if let process, process.isRunning { kill(process.processIdentifier, number) }
+    }
+
     public init(port: Int? = nil) throws {
         self.port = try port ?? FreeLoopbackPort.pick()
         try start()

@@ -247,9 +247,9 @@ public struct TokenVerifier: Sendable {
     /// and only with an `email`. Other providers: their `email_verified` claim.
     func emailVerified(_ reader: ClaimsReader) throws(VerificationError) -> Bool {
         guard policy.kind == .microsoft else { return try reader.emailVerified() }
-        guard try reader.string("email") != nil else { return false }
+        guard let email = try reader.string("email"), !email.isEmpty else { return false }
         switch reader.claims["xms_edov"] {
-        case .bool(true)?, .string("1")?, .string("true")?, .integer(1)?: return true
+        case .bool(true)?, .string("1")?, .string("true")?: return true
         default: return false
         }
     }

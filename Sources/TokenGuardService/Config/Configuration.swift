@@ -216,6 +216,9 @@ extension Configuration {
                 }
                 // Secrets never live in the file (and this URL is shown by /readyz): no user or password here.
                 guard !url.contains("@") else { throw ConfigError(urlNode.key, "must not carry a user or password: redis://HOST:PORT") }
+                // A database index would be silently ignored by the store: refuse it rather than share db 0 unknowingly.
+                let path = url.dropFirst("redis://".count).drop { $0 != "/" }
+                guard path.isEmpty || path == "/" else { throw ConfigError(urlNode.key, "a database index is not supported: redis://HOST:PORT") }
                 if let maximum = fields["max_entries"] { throw ConfigError(maximum.key, "only applies to store: memory") }
                 configuration.replay = ReplaySettings(store: .redis(url: url))
             case let other:
