@@ -160,32 +160,44 @@ let package = Package(
             path: "Tests/TokenGuardTestSupport",
             swiftSettings: strictSettings
         ),
+        // Tests mirror the modules. Core's need no server, no Redis and no network: `swift test --filter TokenGuardCoreTests`.
         .testTarget(
             name: "TokenGuardCryptoTests",
-            dependencies: ["TokenGuardService", "TokenGuardCrypto", "TokenGuardCore", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardCrypto", "TokenGuardCore", "TokenGuardTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "TokenGuardCoreTests",
-            dependencies: ["TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
+        // The service layer with local IdP servers on 127.0.0.1 and the real curl client.
         .testTarget(
-            name: "TokenGuardFetchTests",
+            name: "TokenGuardServiceTests",
             dependencies: [
-                "TokenGuardService",
-                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport",
+                "TokenGuardService", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardSync", "TokenGuardTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "TokenGuardBatchTests",
+            dependencies: ["TokenGuardBatch", "TokenGuardCore", "TokenGuardTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TokenGuardFetchTests",
+            dependencies: ["TokenGuardFetch", "TokenGuardService", "TokenGuardCore", "TokenGuardTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        // The real binary end to end: the server over HTTP, with redis-server, and the CLI.
+        .testTarget(
             name: "TokenGuardServerTests",
             dependencies: [
-                "TokenGuardService", "TokenGuardBatch",
-                "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "TokenGuardTestSupport", "tokenguard",
+                "TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync",
+                "TokenGuardTestSupport", "tokenguard",
             ],
             swiftSettings: strictSettings
         ),

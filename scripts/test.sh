@@ -8,6 +8,7 @@ source scripts/stage.sh
 
 stage "install dependencies" 900 bash scripts/install-deps.sh
 stage "module layout (imports vs Package.swift)" 300 bash scripts/check-layout.sh
+stage "format (swift format lint --strict)" 300 swift format lint --strict -r -p Sources Tests Benchmarks Fuzz Package.swift
 stage "build (debug: tests and tokenguard)" 1800 bash -c 'swift build --product tokenguardPackageTests 2>&1 | grep -E "error|warning: unre|Build" | tail -5; swift build --product tokenguard 2>&1 | grep -E "error|Build" | tail -3; test -x .build/debug/tokenguard'
 stage "tests (unit, integration, end to end)" 900 bash -c 'set -o pipefail; swift test --skip-build 2>&1 | tee .build/test-output.txt | grep -E "✘|Test run|error:" | tail -40'
 # The README's main job must keep working: run it and compare with the expected verdict codes.

@@ -2,7 +2,6 @@ import Foundation
 import Testing
 import TokenGuardCore
 import TokenGuardCrypto
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// Known attacks on JWT verifiers, each of which must be refused with the right code.

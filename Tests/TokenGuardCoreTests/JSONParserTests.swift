@@ -1,6 +1,5 @@
 import Testing
 import TokenGuardCore
-import TokenGuardService
 
 struct JSONParserTests {
     func parse(_ text: String) -> JSONValue? { try? JSONParser.parse(Array(text.utf8)) }

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardTestSupport
 
 struct KeySetTests {
@@ -62,32 +61,5 @@ struct KeySetTests {
         ])
         let set = try parse([rfcKey])
         #expect(set.keys.first?.thumbprint == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs")
-    }
-
-    @Test("a pinned JWKS file is re-read when it changes; a broken rewrite keeps the last good keys")
-    func jwksFileReload() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("jwks.json").path
-        let source = JWKSFileKeySource(path: path, recheckInterval: .zero)
-        #expect(source.currentKeys().isFailureWith(.keysUnavailable), "no file yet: keys_unavailable, never a rejection")
-        let first = try SharedTestKeys.rsa()
-        let second = try SharedTestKeys.p256()
-        try SharedTestKeys.jwks([first]).write(toFile: path, atomically: true, encoding: .utf8)
-        #expect(try source.currentKeys().get().contains(keyID: first.keyID))
-        try SharedTestKeys.jwks([second]).write(toFile: path, atomically: true, encoding: .utf8)
-        let reloaded = try source.currentKeys().get()
-        #expect(reloaded.contains(keyID: second.keyID) && !reloaded.contains(keyID: first.keyID))
-        try "{\"keys\": [".write(toFile: path, atomically: true, encoding: .utf8)
-        #expect(try source.currentKeys().get().contains(keyID: second.keyID), "a broken file keeps the last good keys")
-        #expect(source.lastError != nil)
-    }
-}
-
-extension Result where Failure == VerificationError {
-    func isFailureWith(_ code: ErrorCode) -> Bool {
-        if case .failure(let error) = self { return error.code == code }
-        return false
     }
 }

@@ -2,7 +2,6 @@ import Foundation
 import Testing
 import TokenGuardCore
 import TokenGuardCrypto
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// Differential test against libjwt 1.10 (an independent C implementation over OpenSSL).

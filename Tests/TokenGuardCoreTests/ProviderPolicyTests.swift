@@ -1,7 +1,6 @@
 import Testing
 import TokenGuardCore
 import TokenGuardCrypto
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// Tokens shaped like each provider's real ones pass their own policy and fail the others'.

@@ -1,6 +1,5 @@
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// RFC 7515 Appendix A.2 (RS256) and A.3 (ES256), and RFC 8037 Appendix A.4 (Ed25519), with their published keys.

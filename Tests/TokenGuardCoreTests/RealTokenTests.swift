@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// Real provider-signed tokens (../shared/real-tokens/), verified with the key set published alongside them.

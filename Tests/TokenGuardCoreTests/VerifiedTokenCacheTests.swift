@@ -1,6 +1,5 @@
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// The verified-token cache: hits skip the signature, but never skip expiry, nonce or key withdrawal.

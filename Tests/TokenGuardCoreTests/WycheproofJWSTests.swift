@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import TokenGuardCore
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// Wycheproof's whole-JWS vectors through tokenguard's JWS verifier (structure, algorithm, key, signature).

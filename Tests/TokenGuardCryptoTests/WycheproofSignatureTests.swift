@@ -2,7 +2,6 @@ import Foundation
 import Testing
 import TokenGuardCore
 import TokenGuardCrypto
-import TokenGuardService
 import TokenGuardTestSupport
 
 /// Every Wycheproof signature vector for the JWS algorithms, through tokenguard's own key parsing (JWK → OpenSSL)

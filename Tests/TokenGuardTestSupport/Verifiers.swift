@@ -32,3 +32,10 @@ extension Result where Success == Verdict, Failure == VerificationError {
         return nil
     }
 }
+
+extension Result where Failure == VerificationError {
+    public func isFailureWith(_ code: ErrorCode) -> Bool {
+        if case .failure(let error) = self { return error.code == code }
+        return false
+    }
+}
