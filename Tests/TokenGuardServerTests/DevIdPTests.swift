@@ -12,24 +12,9 @@ struct DevIdPTests {
         let workspace = try TempWorkspace()
         let stateDir = workspace.url.appendingPathComponent("idp").path
         let port = try FreeLoopbackPort.pick()
-        let idp = Process()
-        idp.executableURL = try BinaryRunner.executable()
-        idp.arguments = ["dev-idp", "--listen", "127.0.0.1:\(port)", "--state-dir", stateDir]
-        idp.standardOutput = FileHandle.nullDevice
-        idp.standardError = FileHandle.nullDevice
-        try idp.run()
-        defer {
-            kill(idp.processIdentifier, SIGTERM)
-            idp.waitUntilExit()
-        }
-        let client = CurlHTTPClient()
-        var jwks: HTTPResponse? = nil
-        for _ in 0..<200 {
-            jwks = try? await client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/jwks"))
-            if jwks?.status == 200 { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        #expect(jwks?.status == 200)
+        let idp = try await DevIdPProcess(stateDir: stateDir, port: port)
+        defer { idp.stop() }
+        #expect(idp.jwks?.status == 200)
 
         let mint = try BinaryRunner.run(["mint", "--provider", "apple", "--nonce", "raw-1", "--state-dir", stateDir])
         #expect(mint.status == 0)

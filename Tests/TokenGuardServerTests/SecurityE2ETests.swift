@@ -273,21 +273,9 @@ struct SecurityE2ETests {
             "trusted.yaml",
             "providers:\n  apple: { audiences: [\"com.example.app\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\", dev_idp: true }\n")
         for round in 0..<2 {
-            let idp = Process()
-            idp.executableURL = try BinaryRunner.executable()
-            idp.arguments = ["dev-idp", "--listen", "127.0.0.1:\(port)", "--state-dir", stateDir]
-            idp.standardOutput = FileHandle.nullDevice
-            idp.standardError = FileHandle.nullDevice
-            try idp.run()
-            defer {
-                kill(idp.processIdentifier, SIGTERM)
-                idp.waitUntilExit()
-            }
-            let client = CurlHTTPClient()
-            for _ in 0..<200 {
-                if (try? await client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/jwks")))?.status == 200 { break }
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            let idp = try await DevIdPProcess(stateDir: stateDir, port: port)
+            defer { idp.stop() }
+            #expect(idp.jwks?.status == 200, "round \(round)")
             let mint = try BinaryRunner.run(["mint", "--provider", "apple", "--nonce", "raw-\(round)", "--state-dir", stateDir])
             #expect(mint.status == 0, "round \(round): \(mint.stderr)")
             let token = mint.stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -10,19 +10,17 @@ import TokenGuardCrypto
 /// bodies are `keys_unavailable`.
 public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
     public let providerName: String
-    public let appID: String
-    private let appSecret: String
-    public let graphURL: String
-    private let fetcher: any HTTPFetching
+    let app: OpaqueApp
+    public var appID: String { app.id }
+    public var graphURL: String { app.baseURL }
+    private var appSecret: String { app.secret }
+    private var fetcher: any HTTPFetching { app.fetcher }
 
     public static let maximumTokenLength = 1024
 
     public init(providerName: String, appID: String, appSecret: String, graphURL: String = "https://graph.facebook.com", fetcher: any HTTPFetching) {
         self.providerName = providerName
-        self.appID = appID
-        self.appSecret = appSecret
-        self.graphURL = graphURL.hasSuffix("/") ? String(graphURL.dropLast()) : graphURL
-        self.fetcher = fetcher
+        app = OpaqueApp(id: appID, secret: appSecret, baseURL: graphURL, fetcher: fetcher)
     }
 
     public func validateShape(_ token: String) -> VerificationError? {

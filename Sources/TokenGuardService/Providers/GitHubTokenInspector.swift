@@ -8,20 +8,18 @@ import TokenGuardCore
 /// timeouts and malformed bodies are `keys_unavailable`.
 public struct GitHubTokenInspector: OpaqueTokenInspector {
     public let providerName: String
-    public let clientID: String
-    private let clientSecret: String
-    public let apiURL: String
-    private let fetcher: any HTTPFetching
+    let app: OpaqueApp
+    public var clientID: String { app.id }
+    public var apiURL: String { app.baseURL }
+    private var clientSecret: String { app.secret }
+    private var fetcher: any HTTPFetching { app.fetcher }
 
     /// GitHub tokens are at most 255 characters of `[A-Za-z0-9_]` (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_).
     public static let maximumTokenLength = 255
 
     public init(providerName: String, clientID: String, clientSecret: String, apiURL: String = "https://api.github.com", fetcher: any HTTPFetching) {
         self.providerName = providerName
-        self.clientID = clientID
-        self.clientSecret = clientSecret
-        self.apiURL = apiURL.hasSuffix("/") ? String(apiURL.dropLast()) : apiURL
-        self.fetcher = fetcher
+        app = OpaqueApp(id: clientID, secret: clientSecret, baseURL: apiURL, fetcher: fetcher)
     }
 
     public func validateShape(_ token: String) -> VerificationError? {

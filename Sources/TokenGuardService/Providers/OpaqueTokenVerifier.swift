@@ -123,3 +123,19 @@ enum OpaqueTokenShape {
         return fits ? nil : VerificationError(.malformedToken, refusal)
     }
 }
+
+/// What both inspectors hold: our app's id and secret at the provider, the provider's API base URL (without a
+/// trailing slash), and the HTTP client that reaches it.
+struct OpaqueApp: Sendable {
+    let id: String
+    let secret: String
+    let baseURL: String
+    let fetcher: any HTTPFetching
+
+    init(id: String, secret: String, baseURL: String, fetcher: any HTTPFetching) {
+        self.id = id
+        self.secret = secret
+        self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        self.fetcher = fetcher
+    }
+}
