@@ -122,7 +122,10 @@ public struct BatchRunner: Sendable {
     private func verify(_ chunk: [LineReader.Line]) async -> [BatchProcessor.Output] {
         let workers = min(jobs, chunk.count)
         let processor = self.processor
-        return await withTaskGroup(of: [(Int, BatchProcessor.Output)].self) { group in
+        // Collected outside the group: returning a value from a task group's closure was miscompiled at -O (see
+        // VerifyRoutes.verifyItems).
+        var ordered = [BatchProcessor.Output?](repeating: nil, count: chunk.count)
+        await withTaskGroup(of: [(Int, BatchProcessor.Output)].self) { group in
             for worker in 0..<workers {
                 group.addTask {
                     var local: [(Int, BatchProcessor.Output)] = []
@@ -135,11 +138,10 @@ public struct BatchRunner: Sendable {
                     return local
                 }
             }
-            var ordered = [BatchProcessor.Output?](repeating: nil, count: chunk.count)
             for await part in group {
                 for (index, output) in part { ordered[index] = output }
             }
-            return ordered.compactMap { $0 }
         }
+        return ordered.compactMap { $0 }
     }
 }
