@@ -6,23 +6,23 @@ import TokenGuardService
 /// Input: `{"id": any, "provider": "...", "token": "...", "nonce": "..."?, "at": unix?}`. Output: the verdict
 /// with the same `id` first. A line that is not such a request gets its own `invalid_request` verdict; nothing
 /// aborts the run.
-public struct BatchProcessor: Sendable {
-    public let registry: VerifierRegistry
+package struct BatchProcessor: Sendable {
+    package let registry: VerifierRegistry
     /// The time to verify at when a line has no `at` (the CLI's `--at`); nil means the current time.
-    public let defaultAt: Int64?
+    package let defaultAt: Int64?
 
-    public init(registry: VerifierRegistry, defaultAt: Int64?) {
+    package init(registry: VerifierRegistry, defaultAt: Int64?) {
         self.registry = registry
         self.defaultAt = defaultAt
     }
 
-    public struct Output: Sendable {
-        public let json: [UInt8]
+    package struct Output: Sendable {
+        package let json: [UInt8]
         /// nil for a valid token; otherwise the error code, for the run's summary.
-        public let code: ErrorCode?
+        package let code: ErrorCode?
     }
 
-    public func process(_ line: LineReader.Line) async -> Output {
+    package func process(_ line: LineReader.Line) async -> Output {
         switch line {
         case .tooLong(let count, let head):
             // The id comes back when it lies within the line's first 4 KiB (contract: "Batch ids").
@@ -37,7 +37,7 @@ public struct BatchProcessor: Sendable {
         }
     }
 
-    public func process(_ bytes: [UInt8]) async -> Output {
+    package func process(_ bytes: [UInt8]) async -> Output {
         let request: BatchLineRequest
         do {
             request = try BatchLineRequest(bytes, defaultAt: defaultAt)

@@ -6,19 +6,19 @@ import TokenGuardService
 /// Runs a batch (`tokenguard batch`): reads a bounded chunk of lines, verifies it with `jobs` concurrent workers,
 /// writes the chunk's verdicts in input order, and repeats. Memory is bounded by the chunk size, whatever the
 /// input size.
-public struct BatchRunner: Sendable {
-    public let processor: BatchProcessor
-    public let jobs: Int
+package struct BatchRunner: Sendable {
+    package let processor: BatchProcessor
+    package let jobs: Int
     /// Called with a progress line about four times a second (nil: no progress).
-    public let progress: (@Sendable (String) -> Void)?
+    package let progress: (@Sendable (String) -> Void)?
     /// Only records whose index mod `count` is `index` (0-based), when set.
-    public let shard: (index: Int, count: Int)?
+    package let shard: (index: Int, count: Int)?
     /// The input's size when it is a regular file: progress then shows a percentage and an ETA.
-    public let totalBytes: Int?
+    package let totalBytes: Int?
     /// Where verdict lines go.
-    public let output: FileHandle
+    package let output: FileHandle
 
-    public init(
+    package init(
         processor: BatchProcessor, jobs: Int, progress: (@Sendable (String) -> Void)?, shard: (index: Int, count: Int)?, totalBytes: Int?,
         output: FileHandle = .standardOutput
     ) {
@@ -34,13 +34,13 @@ public struct BatchRunner: Sendable {
     static let chunkLines = 1024
     static let chunkBytes = 2 << 20
 
-    public struct Summary: Sendable {
-        public var lines = 0
-        public var valid = 0
-        public var counts: [ErrorCode: Int] = [:]
-        public var seconds = 0.0
+    package struct Summary: Sendable {
+        package var lines = 0
+        package var valid = 0
+        package var counts: [ErrorCode: Int] = [:]
+        package var seconds = 0.0
 
-        public func report() -> String {
+        package func report() -> String {
             let rate = seconds > 0 ? Double(lines) / seconds : 0
             let codes = counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " ")
             return "tokenguard batch: \(lines) lines, \(valid) valid, \(lines - valid) not valid\(codes.isEmpty ? "" : " (\(codes))"), "
@@ -48,7 +48,7 @@ public struct BatchRunner: Sendable {
         }
     }
 
-    public func run(reader: inout LineReader) async throws -> Summary {
+    package func run(reader: inout LineReader) async throws -> Summary {
         var summary = Summary()
         let started = DispatchTime.now()
         var lastProgress = started
@@ -102,7 +102,7 @@ public struct BatchRunner: Sendable {
     }
 
     /// `[#######.............]  35%  120000 lines  41000 tokens/s  ETA 0:07` (bar and ETA only for a file).
-    public static func progressLine(lines: Int, elapsed: Double, bytesRead: Int, totalBytes: Int?) -> String {
+    package static func progressLine(lines: Int, elapsed: Double, bytesRead: Int, totalBytes: Int?) -> String {
         let rate = Double(lines) / max(elapsed, 0.001)
         var text = "\(lines) lines  \(Int(rate)) tokens/s"
         if let totalBytes, totalBytes > 0 {

@@ -11,14 +11,14 @@ import TokenGuardService
 ///
 /// A line longer than the bound is reported as ``Line/tooLong(_:)`` and skipped to its end without being
 /// buffered, so memory stays bounded whatever the input holds.
-public struct LineReader: Sendable {
-    public enum Line: Equatable, Sendable {
+package struct LineReader: Sendable {
+    package enum Line: Equatable, Sendable {
         case line([UInt8])
         /// A line over the limit: its length and its first bytes (up to ``headBytes``), so its `id` can be echoed.
         case tooLong(Int, head: [UInt8])
 
         /// Lines are equal by content; an over-long line by its length (its head is a diagnostic).
-        public static func == (lhs: Line, rhs: Line) -> Bool {
+        package static func == (lhs: Line, rhs: Line) -> Bool {
             switch (lhs, rhs) {
             case (.line(let l), .line(let r)): l == r
             case (.tooLong(let l, _), .tooLong(let r, _)): l == r
@@ -34,7 +34,7 @@ public struct LineReader: Sendable {
     private var end = 0
     private var finished = false
 
-    public init(fileDescriptor: Int32, maximumLineBytes: Int) {
+    package init(fileDescriptor: Int32, maximumLineBytes: Int) {
         self.init(fileDescriptor: fileDescriptor, maximumLineBytes: maximumLineBytes, bufferBytes: 65_536)
     }
 
@@ -49,9 +49,9 @@ public struct LineReader: Sendable {
 
     /// The next line without its terminator (`\n`, or `\r\n`), or nil at end of input.
     /// How much of an over-long line is kept (contract: an `id` within the first 4 KiB is echoed).
-    public static let headBytes = 4096
+    package static let headBytes = 4096
 
-    public mutating func next() throws(IOError) -> Line? {
+    package mutating func next() throws(IOError) -> Line? {
         var discarding = 0  // bytes of an over-long line skipped so far
         var head: [UInt8] = []  // the first bytes of an over-long line, kept when discarding starts
         func keepHead() { if discarding == 0 { head = Array(buffer[start..<min(end, start + Self.headBytes)]) } }
@@ -105,7 +105,7 @@ public struct LineReader: Sendable {
     }
 }
 
-public struct IOError: Error, Sendable, CustomStringConvertible {
-    public let message: String
-    public var description: String { message }
+package struct IOError: Error, Sendable, CustomStringConvertible {
+    package let message: String
+    package var description: String { message }
 }

@@ -10,31 +10,31 @@ import TokenGuardService
 /// - Connect and total timeouts; a response size limit enforced while reading.
 /// - Blocking `curl_easy_perform` runs on threads of this client's own, never on Swift's cooperative pool or an
 ///   event loop; callers `await`. Each thread keeps one easy handle, so connections and TLS sessions are reused.
-public final class CurlHTTPClient: HTTPFetching {
-    public struct Configuration: Sendable {
+package final class CurlHTTPClient: HTTPFetching {
+    package struct Configuration: Sendable {
         /// Connect timeout (default 2 s).
-        public var connectTimeoutMilliseconds = 2_000
+        package var connectTimeoutMilliseconds = 2_000
         /// Whole-request timeout (default 5 s).
-        public var totalTimeoutMilliseconds = 5_000
+        package var totalTimeoutMilliseconds = 5_000
         /// Worker threads, hence concurrent transfers (default 4).
-        public var threads = 4
-        public var userAgent = "tokenguard/\(TokenGuardVersion.string) (+https://github.com/tokenguard)"
+        package var threads = 4
+        package var userAgent = "tokenguard/\(TokenGuardVersion.string) (+https://github.com/tokenguard)"
 
-        public init() {}
+        package init() {}
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// One easy handle per thread (nil if libcurl could not make one).
     private let workers: ThreadConfinedWorkers<CurlEasyHandle?>
 
-    public init(configuration: Configuration = Configuration()) {
+    package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         self.workers = ThreadConfinedWorkers(threads: configuration.threads, name: "tokenguard-curl") { try? CurlEasyHandle() }
     }
 
     deinit { workers.shutdown() }
 
-    public func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
+    package func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
         let (scheme, _) = try OutboundURL.validate(request.url)
         let configuration = self.configuration
         let result: Result<HTTPResponse, FetchError> = await workers.run { handle in

@@ -9,11 +9,11 @@ import TokenGuardService
 /// A fixed set of worker threads each owns one connection (the pool); blocking hiredis calls run there, never on
 /// Swift's cooperative pool. Connect and command timeouts bound every call; a failed connection is dropped and
 /// re-dialled on the next call, so the store recovers by itself when Redis comes back.
-public final class RedisReplayStore: ReplayStore {
-    public let host: String
-    public let port: Int
-    public let connectTimeoutMilliseconds: Int
-    public let commandTimeoutMilliseconds: Int
+package final class RedisReplayStore: ReplayStore {
+    package let host: String
+    package let port: Int
+    package let connectTimeoutMilliseconds: Int
+    package let commandTimeoutMilliseconds: Int
     /// One connection per thread: the pool.
     private let workers: ThreadConfinedWorkers<RedisConnection>
 
@@ -37,7 +37,7 @@ public final class RedisReplayStore: ReplayStore {
         """
 
     /// Parses `redis://host:port`.
-    public init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws {
+    package init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws {
         guard url.hasPrefix("redis://") else { throw RedisError("redis_url must be redis://HOST:PORT") }
         let authority = url.dropFirst("redis://".count).prefix { $0 != "/" }
         guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
@@ -54,7 +54,7 @@ public final class RedisReplayStore: ReplayStore {
 
     deinit { workers.shutdown() }
 
-    public func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
+    package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         var random = SystemRandomNumberGenerator()
         let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
         let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt), claimID]
@@ -69,7 +69,7 @@ public final class RedisReplayStore: ReplayStore {
         }
     }
 
-    public func health() async -> (ok: Bool, detail: String) {
+    package func health() async -> (ok: Bool, detail: String) {
         switch await workers.run({ $0.command(["PING"]) }) {
         case .status("PONG"): return (true, "redis \(host):\(port)")
         case .failure(let message): return (false, "redis \(host):\(port): \(message)")
@@ -78,9 +78,9 @@ public final class RedisReplayStore: ReplayStore {
     }
 }
 
-public struct RedisError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct RedisError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// A Redis reply reduced to what the store needs.

@@ -13,7 +13,7 @@ import TokenGuardService
 ///   - host, port: where to listen (default 127.0.0.1:8080).
 ///   - prometheus: the registry `/metrics` renders (the one bootstrapped into swift-metrics).
 ///   - extraServices: more services to run in the same group (an embedded dev IdP).
-public func buildApplication(
+package func buildApplication(
     registry: VerifierRegistry, kinds: [String: ProviderKind], host: String, port: Int, settings: ServerLimits = ServerLimits(),
     prometheus: PrometheusCollectorRegistry?, logger: Logger, extraServices: [any Service] = [],
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }

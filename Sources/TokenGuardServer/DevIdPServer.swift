@@ -6,17 +6,17 @@ import TokenGuardService
 
 /// The developer IdP over HTTP, on loopback only (the role Firebase's Auth emulator plays):
 /// `GET /jwks`, `GET /.well-known/openid-configuration`, and `GET /mint?provider=apple&nonce=RAW[&audience=…]`.
-public enum DevIdPServer {
-    public struct NotLoopback: Error, CustomStringConvertible {
-        public let host: String
-        public var description: String { "the dev IdP listens only on loopback (127.0.0.1, ::1, localhost), not \(host)" }
+package enum DevIdPServer {
+    package struct NotLoopback: Error, CustomStringConvertible {
+        package let host: String
+        package var description: String { "the dev IdP listens only on loopback (127.0.0.1, ::1, localhost), not \(host)" }
     }
 
-    public static func checkLoopback(_ host: String) throws {
+    package static func checkLoopback(_ host: String) throws {
         guard OutboundURL.loopbackHosts.contains(host.lowercased()) else { throw NotLoopback(host: host) }
     }
 
-    public static func build(
+    package static func build(
         minter: DevTokenMinter, host: String, port: Int, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol & Service {
         try checkLoopback(host)

@@ -3,12 +3,12 @@ import TokenGuardCore
 import TokenGuardService
 
 /// Keeps every fetching provider's keys fresh for the life of the service; stops on graceful shutdown.
-public struct KeyRefreshService: Service {
+package struct KeyRefreshService: Service {
     let sources: [JWKSKeySource]
 
-    public init(sources: [JWKSKeySource]) { self.sources = sources }
+    package init(sources: [JWKSKeySource]) { self.sources = sources }
 
-    public func run() async throws {
+    package func run() async throws {
         // With nothing to refresh (pinned keys only) the service still lives until shutdown: a service that
         // returns early stops the whole group.
         guard !sources.isEmpty else {

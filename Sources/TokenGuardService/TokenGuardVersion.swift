@@ -1,3 +1,3 @@
 import TokenGuardCore
 
-public enum TokenGuardVersion { public static let string = "0.2.0" }
+package enum TokenGuardVersion { package static let string = "0.2.0" }

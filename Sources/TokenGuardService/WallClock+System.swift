@@ -3,5 +3,5 @@ import TokenGuardCore
 
 extension WallClock {
     /// The system's real-time clock: what the composition root hands every part of a running service.
-    public static let system = WallClock { Date().timeIntervalSince1970 }
+    package static let system = WallClock { Date().timeIntervalSince1970 }
 }

@@ -1,22 +1,22 @@
 import Foundation
 
 /// Runs the built `tokenguard` binary with files for its standard streams (no pipe deadlocks on large output).
-public enum BinaryRunner {
+package enum BinaryRunner {
     /// Under scripts/sanitize.sh, the tokenguard processes the tests start take their ASan options from
     /// `TOKENGUARD_CHILD_ASAN_OPTIONS` (see that script for why their leak check is off).
     static func applyChildSanitizerOptions(_ env: inout [String: String]) {
         if let options = env["TOKENGUARD_CHILD_ASAN_OPTIONS"] { env["ASAN_OPTIONS"] = options }
     }
 
-    public struct Output {
-        public let status: Int32
-        public let stdout: String
-        public let stderr: String
+    package struct Output {
+        package let status: Int32
+        package let stdout: String
+        package let stderr: String
     }
 
     /// The `tokenguard` executable: `TOKENGUARD_BIN` when set (the hardening run points the end-to-end tests at
     /// the release binary), else the one next to the test bundle (same build folder), or under `.build/debug`.
-    public static func executable() throws -> URL {
+    package static func executable() throws -> URL {
         if let path = ProcessInfo.processInfo.environment["TOKENGUARD_BIN"], !path.isEmpty {
             let url = URL(fileURLWithPath: path, relativeTo: TestPaths.repositoryRoot)
             guard FileManager.default.isExecutableFile(atPath: url.path) else { throw RunnerError("TOKENGUARD_BIN \(path) is not executable") }
@@ -37,7 +37,7 @@ public enum BinaryRunner {
         throw RunnerError("tokenguard binary not found next to \(testBinary.path); build it first (swift build)")
     }
 
-    public static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], timeout: TimeInterval = 120) throws
+    package static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], timeout: TimeInterval = 120) throws
         -> Output
     {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-run-\(UUID().uuidString)")
@@ -75,17 +75,17 @@ public enum BinaryRunner {
     }
 }
 
-public struct RunnerError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct RunnerError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// A temporary folder with a config and pinned JWKS files, removed when the value is dropped by the test.
-public final class TempWorkspace: @unchecked Sendable {
+package final class TempWorkspace: @unchecked Sendable {
     // @unchecked Sendable: only the immutable URL is shared; tests use a workspace from one task.
-    public let url: URL
+    package let url: URL
 
-    public init() throws {
+    package init() throws {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-ws-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
@@ -93,7 +93,7 @@ public final class TempWorkspace: @unchecked Sendable {
     deinit { try? FileManager.default.removeItem(at: url) }
 
     @discardableResult
-    public func write(_ name: String, _ text: String) throws -> String {
+    package func write(_ name: String, _ text: String) throws -> String {
         let path = url.appendingPathComponent(name).path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path

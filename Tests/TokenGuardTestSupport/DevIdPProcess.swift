@@ -3,15 +3,15 @@ import TokenGuardFetch
 import TokenGuardService
 
 /// `tokenguard dev-idp` on a loopback port, started from a state dir and stopped by its pid.
-public final class DevIdPProcess: @unchecked Sendable {
+package final class DevIdPProcess: @unchecked Sendable {
     // @unchecked Sendable: the process handle is set once in init and only read after.
-    public let port: Int
+    package let port: Int
     private let process: Process
 
     /// Starts the dev IdP and waits (bounded: 10 s) until it serves its JWKS; that answer is `jwks`.
-    public private(set) var jwks: HTTPResponse?
+    package private(set) var jwks: HTTPResponse?
 
-    public init(stateDir: String, port: Int) async throws {
+    package init(stateDir: String, port: Int) async throws {
         self.port = port
         process = Process()
         process.executableURL = try BinaryRunner.executable()
@@ -27,7 +27,7 @@ public final class DevIdPProcess: @unchecked Sendable {
         }
     }
 
-    public func stop() {
+    package func stop() {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()

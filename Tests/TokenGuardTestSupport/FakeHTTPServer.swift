@@ -9,45 +9,45 @@ import TokenGuardSync
 /// A small real HTTP/1.1 server on 127.0.0.1 (a port of its own) that plays an identity provider in tests:
 /// each request is answered by a handler the test sets, and requests are counted per path.
 /// One thread per connection, `Connection: close`; bounded reads. Stopped explicitly or when released.
-public final class FakeHTTPServer: @unchecked Sendable {
+package final class FakeHTTPServer: @unchecked Sendable {
     // @unchecked Sendable: mutable state is behind Mutexes; the listening descriptor is set once in init.
-    public struct Request: Sendable {
-        public let method: String
-        public let path: String
-        public let headers: [String: String]
-        public let body: [UInt8]
+    package struct Request: Sendable {
+        package let method: String
+        package let path: String
+        package let headers: [String: String]
+        package let body: [UInt8]
     }
 
-    public struct Response: Sendable {
-        public var status: Int
-        public var headers: [(String, String)]
-        public var body: [UInt8]
+    package struct Response: Sendable {
+        package var status: Int
+        package var headers: [(String, String)]
+        package var body: [UInt8]
         /// Seconds to wait before answering (a slow IdP).
-        public var delay: Double
+        package var delay: Double
 
-        public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = [], delay: Double = 0) {
+        package init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = [], delay: Double = 0) {
             self.status = status
             self.headers = headers
             self.body = body
             self.delay = delay
         }
 
-        public static func json(_ text: String, status: Int = 200, headers: [(String, String)] = []) -> Response {
+        package static func json(_ text: String, status: Int = 200, headers: [(String, String)] = []) -> Response {
             Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(text.utf8))
         }
     }
 
-    public typealias Handler = @Sendable (Request) -> Response
+    package typealias Handler = @Sendable (Request) -> Response
 
-    public let port: Int
+    package let port: Int
     private let listener: Int32
     private let handler: Locked<Handler>
     private let counts = Locked<[String: Int]>([:])
     private let running = Locked(true)
 
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    package var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    public init(handler: @escaping Handler = { _ in Response(status: 404) }) throws {
+    package init(handler: @escaping Handler = { _ in Response(status: 404) }) throws {
         self.handler = Locked(handler)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RunnerError("socket failed") }
@@ -77,12 +77,12 @@ public final class FakeHTTPServer: @unchecked Sendable {
     deinit { stop() }
 
     /// Replaces the handler (e.g. to rotate keys or start failing).
-    public func respond(_ handler: @escaping Handler) { self.handler.withLock { $0 = handler } }
+    package func respond(_ handler: @escaping Handler) { self.handler.withLock { $0 = handler } }
 
     /// Requests received for `path` so far.
-    public func count(_ path: String) -> Int { counts.withLock { $0[path, default: 0] } }
+    package func count(_ path: String) -> Int { counts.withLock { $0[path, default: 0] } }
 
-    public func stop() {
+    package func stop() {
         let wasRunning = running.withLock { running in
             defer { running = false }
             return running

@@ -2,15 +2,15 @@ import CJWT
 
 /// libjwt 1.10 as an independent reference verifier (tests and benchmark only).
 ///
-/// `jwt_decode` with a PEM public key checks the structure and the signature with the algorithm the header
+/// `jwt_decode` with a PEM package key checks the structure and the signature with the algorithm the header
 /// names; it checks no claims. It supports RS256/384/512 and ES256/384/512, not PS* or EdDSA.
-public struct LibJWTReference: Sendable {
+package struct LibJWTReference: Sendable {
     private let pem: [UInt8]
 
-    public init(publicKeyPEM: String) { pem = Array(publicKeyPEM.utf8) }
+    package init(publicKeyPEM: String) { pem = Array(publicKeyPEM.utf8) }
 
     /// True when libjwt accepts the token's signature.
-    public func accepts(_ token: String) -> Bool {
+    package func accepts(_ token: String) -> Bool {
         var jwt: OpaquePointer? = nil
         let status = pem.withUnsafeBufferPointer { key in
             jwt_decode(&jwt, token, key.baseAddress, Int32(key.count))

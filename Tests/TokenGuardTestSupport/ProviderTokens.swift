@@ -3,14 +3,14 @@ import TokenGuardCrypto
 import TokenGuardService
 
 /// Builds claims shaped like each provider's real ID tokens (see ../shared/PROVIDERS.md and real-tokens/).
-public enum ProviderTokens {
-    public static let appleAudience = "com.example.app"
-    public static let facebookAudience = "1234567890"
-    public static let microsoftAudience = "6731de76-14a6-49ae-97bc-6eba6914391e"
-    public static let workTenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+package enum ProviderTokens {
+    package static let appleAudience = "com.example.app"
+    package static let facebookAudience = "1234567890"
+    package static let microsoftAudience = "6731de76-14a6-49ae-97bc-6eba6914391e"
+    package static let workTenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 
     /// Sign in with Apple identity token claims; the nonce claim is SHA-256 hex of `rawNonce` (Firebase style).
-    public static func apple(now: Int64, rawNonce: String?, emailVerifiedAsString: Bool = false) -> JSONObject {
+    package static func apple(now: Int64, rawNonce: String?, emailVerifiedAsString: Bool = false) -> JSONObject {
         var members: [(String, JSONValue)] = [
             ("iss", .string("https://appleid.apple.com")),
             ("aud", .string(appleAudience)),
@@ -30,7 +30,7 @@ public enum ProviderTokens {
     }
 
     /// Facebook Limited Login authentication token claims.
-    public static func facebookLimited(now: Int64, rawNonce: String?, issuer: String = "https://www.facebook.com") -> JSONObject {
+    package static func facebookLimited(now: Int64, rawNonce: String?, issuer: String = "https://www.facebook.com") -> JSONObject {
         var members: [(String, JSONValue)] = [
             ("iss", .string(issuer)),
             ("aud", .string(facebookAudience)),
@@ -49,7 +49,7 @@ public enum ProviderTokens {
     }
 
     /// Microsoft identity platform v2.0 ID token claims; the nonce is raw, as MSAL sends it.
-    public static func microsoft(now: Int64, rawNonce: String?, tenant: String = workTenant) -> JSONObject {
+    package static func microsoft(now: Int64, rawNonce: String?, tenant: String = workTenant) -> JSONObject {
         var members: [(String, JSONValue)] = [
             ("aud", .string(microsoftAudience)),
             ("iss", .string("https://login.microsoftonline.com/\(tenant)/v2.0")),
@@ -71,7 +71,7 @@ public enum ProviderTokens {
     }
 
     /// Microsoft signing keys carry an `issuer` property with the `{tenantid}` template.
-    public static func microsoftJWKS(_ keys: [TestKey]) throws -> String {
+    package static func microsoftJWKS(_ keys: [TestKey]) throws -> String {
         let entries: [JSONValue] = try keys.map { key in
             var jwk = try key.jwk(includeAlgorithm: false)
             jwk.set("x5t", .string(key.keyID))

@@ -2,10 +2,10 @@ import Foundation
 
 /// Bytes over a plain TCP connection to 127.0.0.1, for requests no HTTP client library would send
 /// (a Content-Length that lies, a body that never comes).
-public enum RawHTTP {
+package enum RawHTTP {
     /// Sends `bytes`, then reads until the server closes the connection or `timeout` passes. Returns what was
     /// read, the seconds until its first byte (nil: nothing came), and whether the server closed the connection.
-    public static func exchange(port: Int, _ bytes: [UInt8], timeout: Double) throws -> (response: String, firstByteSeconds: Double?, closed: Bool) {
+    package static func exchange(port: Int, _ bytes: [UInt8], timeout: Double) throws -> (response: String, firstByteSeconds: Double?, closed: Bool) {
         guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
         defer { close(fd) }
         let started = Date()
@@ -30,7 +30,7 @@ public enum RawHTTP {
     }
 
     /// A blocking TCP connection to 127.0.0.1:`port`, or nil. The caller closes it.
-    public static func connectLoopback(port: Int) -> Int32? {
+    package static func connectLoopback(port: Int) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
         var address = sockaddr_in()

@@ -1,19 +1,19 @@
 import Foundation
 
 /// A real `redis-server` (Debian's package) on a loopback port of its own, no persistence, stopped by its pid.
-public final class RedisServerProcess: @unchecked Sendable {
+package final class RedisServerProcess: @unchecked Sendable {
     // @unchecked Sendable: the process handle is replaced only by start/stop from the owning test.
-    public let port: Int
+    package let port: Int
     private var process: Process?
 
-    public var url: String { "redis://127.0.0.1:\(port)" }
+    package var url: String { "redis://127.0.0.1:\(port)" }
 
     /// Sends a signal to the server (SIGSTOP and SIGCONT pause and resume it, as a slow fork or a VM pause would).
-    public func signal(_ number: Int32) {
+    package func signal(_ number: Int32) {
         if let process, process.isRunning { kill(process.processIdentifier, number) }
     }
 
-    public init(port: Int? = nil) throws {
+    package init(port: Int? = nil) throws {
         self.port = try port ?? FreeLoopbackPort.pick()
         try start()
     }
@@ -21,7 +21,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     deinit { stop() }
 
     /// Starts (or restarts) the server on the same port and waits until it accepts connections (bounded).
-    public func start() throws {
+    package func start() throws {
         let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
         guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw RunnerError("redis-server not found: install Debian's redis-server (scripts/install-deps.sh does)")
@@ -44,7 +44,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// Stops the server by its pid and waits for it to exit.
-    public func stop() {
+    package func stop() {
         guard let process, process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()

@@ -4,16 +4,16 @@ import TokenGuardFetch
 import TokenGuardService
 
 /// A real `tokenguard serve` process on a loopback port of its own, stopped by its pid.
-public final class ServerProcess: @unchecked Sendable {
+package final class ServerProcess: @unchecked Sendable {
     // @unchecked Sendable: the process handle is set once; tests use a server from one task at a time.
-    public let port: Int
-    public let process: Process
-    public let logPath: String
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    package let port: Int
+    package let process: Process
+    package let logPath: String
+    package var baseURL: String { "http://127.0.0.1:\(port)" }
     private let client: CurlHTTPClient
 
     /// Starts `tokenguard serve` with `arguments` after `serve` and waits (bounded) until `/healthz` answers.
-    public init(arguments: [String], environment: [String: String] = [:], workspace: TempWorkspace) async throws {
+    package init(arguments: [String], environment: [String: String] = [:], workspace: TempWorkspace) async throws {
         port = try FreeLoopbackPort.pick()
         process = Process()
         process.executableURL = try BinaryRunner.executable()
@@ -46,24 +46,24 @@ public final class ServerProcess: @unchecked Sendable {
 
     deinit { stop() }
 
-    public func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    package func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    public func get(_ path: String) async throws -> HTTPResponse {
+    package func get(_ path: String) async throws -> HTTPResponse {
         try await client.send(HTTPRequest(url: baseURL + path))
     }
 
-    public func post(_ path: String, _ body: String, headers: [(String, String)] = []) async throws -> HTTPResponse {
+    package func post(_ path: String, _ body: String, headers: [(String, String)] = []) async throws -> HTTPResponse {
         try await client.send(
             HTTPRequest(url: baseURL + path, method: .post, headers: [("Content-Type", "application/json")] + headers, body: Array(body.utf8)))
     }
 
-    public func get(_ path: String, headers: [(String, String)]) async throws -> HTTPResponse {
+    package func get(_ path: String, headers: [(String, String)]) async throws -> HTTPResponse {
         try await client.send(HTTPRequest(url: baseURL + path, headers: headers))
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
     @discardableResult
-    public func terminate(timeout: TimeInterval = 20) -> Int32? {
+    package func terminate(timeout: TimeInterval = 20) -> Int32? {
         guard process.isRunning else { return process.terminationStatus }
         kill(process.processIdentifier, SIGTERM)
         let deadline = Date().addingTimeInterval(timeout)
@@ -71,7 +71,7 @@ public final class ServerProcess: @unchecked Sendable {
         return process.isRunning ? nil : process.terminationStatus
     }
 
-    public func stop() {
+    package func stop() {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -79,7 +79,7 @@ public final class ServerProcess: @unchecked Sendable {
     }
 }
 
-public enum FreeLoopbackPort {
+package enum FreeLoopbackPort {
     /// A port free on 127.0.0.1 now (see ``LoopbackPort``).
-    public static func pick() throws -> Int { try LoopbackPort.pick() }
+    package static func pick() throws -> Int { try LoopbackPort.pick() }
 }

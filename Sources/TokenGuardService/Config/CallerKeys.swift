@@ -11,8 +11,8 @@ import TokenGuardSync
 /// no length leak), every configured key is compared on every request, and keys are never logged. A key file is
 /// re-read when its modification time or size changes (checked at most once a second), so keys rotate without a
 /// restart; an unreadable or empty file keeps the last good keys and says so in the log.
-public final class CallerKeys: Sendable {
-    public enum Source: Sendable, Equatable {
+package final class CallerKeys: Sendable {
+    package enum Source: Sendable, Equatable {
         /// Comma-separated keys in this environment variable, read once at start.
         case environment(name: String)
         /// Comma- or newline-separated keys in this file, re-read when it changes.
@@ -32,16 +32,16 @@ public final class CallerKeys: Sendable {
         let size: Int
     }
 
-    public let source: Source
+    package let source: Source
     private let state: Locked<State>
     private let logger: Logger
 
     /// Longest key accepted; keys shorter than 16 bytes are refused at load (guessable).
-    public static let maximumKeyBytes = 256
-    public static let minimumKeyBytes = 16
+    package static let maximumKeyBytes = 256
+    package static let minimumKeyBytes = 16
 
     /// Loads the keys; throws a config error naming `key` when there are none or one is unusable.
-    public init(source: Source, key: String, environment: [String: String], logger: Logger = Logger(label: "tokenguard.callers")) throws(ConfigError)
+    package init(source: Source, key: String, environment: [String: String], logger: Logger = Logger(label: "tokenguard.callers")) throws(ConfigError)
     {
         self.source = source
         self.logger = logger
@@ -89,7 +89,7 @@ public final class CallerKeys: Sendable {
     }
 
     /// True when `presented` is one of the keys. Constant time in the presented key's content.
-    public func allows(_ presented: String?) -> Bool {
+    package func allows(_ presented: String?) -> Bool {
         guard let presented, !presented.isEmpty, presented.utf8.count <= Self.maximumKeyBytes else { return false }
         refreshIfChanged()
         let digest = SHA256.hash(presented.utf8)

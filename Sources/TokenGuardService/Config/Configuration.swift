@@ -5,58 +5,58 @@ import Yams
 
 /// tokenguard's configuration (contract: Config). YAML or JSON; unknown keys are errors, not ignored, so
 /// a typo in a security setting cannot silently fall back to a default.
-public struct Configuration: Sendable {
-    public var listen = "127.0.0.1:8080"
-    public var leewaySeconds = ProviderPolicy.defaultLeewaySeconds
-    public var maxTokenBytes = ProviderPolicy.defaultMaxTokenBytes
-    public var keyArchive = "tokenguard-keys.sqlite"
-    public var providers: [ProviderConfiguration] = []
+package struct Configuration: Sendable {
+    package var listen = "127.0.0.1:8080"
+    package var leewaySeconds = ProviderPolicy.defaultLeewaySeconds
+    package var maxTokenBytes = ProviderPolicy.defaultMaxTokenBytes
+    package var keyArchive = "tokenguard-keys.sqlite"
+    package var providers: [ProviderConfiguration] = []
     /// Caching and failure handling for fetched keys (`keys:`; an extension of the contract).
-    public var keyFetch = KeyFetchPolicy()
+    package var keyFetch = KeyFetchPolicy()
     /// Outbound HTTP timeouts in milliseconds (`http:`; an extension of the contract).
-    public var connectTimeoutMilliseconds = 2_000
-    public var totalTimeoutMilliseconds = 5_000
+    package var connectTimeoutMilliseconds = 2_000
+    package var totalTimeoutMilliseconds = 5_000
     /// HTTP API limits (`server:`; an extension of the contract).
-    public var server = ServerLimits()
+    package var server = ServerLimits()
     /// Replay protection (`replay:`), off when nil.
-    public var replay: ReplaySettings?
+    package var replay: ReplaySettings?
     /// Verified-token cache entries per JWS provider (`token_cache_size`; 0 disables).
-    public var tokenCacheSize = VerifiedTokenCache.defaultCapacity
+    package var tokenCacheSize = VerifiedTokenCache.defaultCapacity
 
-    public init() {}
+    package init() {}
 
-    public func provider(named name: String) -> ProviderConfiguration? { providers.first { $0.name.sameBytes(as: name) } }
+    package func provider(named name: String) -> ProviderConfiguration? { providers.first { $0.name.sameBytes(as: name) } }
 }
 
 /// Replay protection settings (contract: `replay`).
-public struct ReplaySettings: Sendable, Equatable {
-    public enum Store: Sendable, Equatable {
+package struct ReplaySettings: Sendable, Equatable {
+    package enum Store: Sendable, Equatable {
         /// One process, bounded.
         case memory(maximumEntries: Int)
         /// A Redis server shared by the fleet.
         case redis(url: String)
     }
 
-    public var store: Store
+    package var store: Store
 }
 
 /// The HTTP API's limits (config `server:`), with the defaults the service ships with.
-public struct ServerLimits: Sendable, Equatable {
-    public var maximumVerifyBodyBytes = 64 * 1024
-    public var maximumBatchBodyBytes = 4 * 1024 * 1024
-    public var maximumBatchItems = 1_000
+package struct ServerLimits: Sendable, Equatable {
+    package var maximumVerifyBodyBytes = 64 * 1024
+    package var maximumBatchBodyBytes = 4 * 1024 * 1024
+    package var maximumBatchItems = 1_000
     /// A request still unanswered after this long gets 503 (default 15 s).
-    public var requestTimeoutSeconds = 15
+    package var requestTimeoutSeconds = 15
     /// Idle or trickling connections are closed after this long (default 30 s).
-    public var idleTimeoutSeconds = 30
+    package var idleTimeoutSeconds = 30
     /// When set, every `/v1/` request must carry one of these keys in `X-Tokenguard-Key`.
-    public var callerKeys: CallerKeys? = nil
+    package var callerKeys: CallerKeys? = nil
     /// Seconds suggested in `Retry-After` when keys or a provider are unavailable.
-    public var retryAfterSeconds = 5
+    package var retryAfterSeconds = 5
 
-    public init() {}
+    package init() {}
 
-    public static func == (lhs: ServerLimits, rhs: ServerLimits) -> Bool {
+    package static func == (lhs: ServerLimits, rhs: ServerLimits) -> Bool {
         lhs.maximumVerifyBodyBytes == rhs.maximumVerifyBodyBytes && lhs.maximumBatchBodyBytes == rhs.maximumBatchBodyBytes
             && lhs.maximumBatchItems == rhs.maximumBatchItems && lhs.requestTimeoutSeconds == rhs.requestTimeoutSeconds
             && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.callerKeys?.source == rhs.callerKeys?.source
@@ -65,41 +65,41 @@ public struct ServerLimits: Sendable, Equatable {
 }
 
 /// One entry under `providers:`.
-public struct ProviderConfiguration: Sendable {
-    public let name: String
-    public let kind: ProviderKind
-    public let settings: Settings
+package struct ProviderConfiguration: Sendable {
+    package let name: String
+    package let kind: ProviderKind
+    package let settings: Settings
     /// `dev_idp: true`: this provider trusts a local development IdP over plain http on loopback. The service
     /// warns loudly while one is trusted; never set it in production.
-    public var devIdP = false
+    package var devIdP = false
     /// `replay: false`: this provider is left out of replay protection.
-    public var replayOptOut = false
+    package var replayOptOut = false
 
-    public init(name: String, kind: ProviderKind, settings: Settings, devIdP: Bool = false) {
+    package init(name: String, kind: ProviderKind, settings: Settings, devIdP: Bool = false) {
         self.name = name
         self.kind = kind
         self.settings = settings
         self.devIdP = devIdP
     }
 
-    public enum Settings: Sendable {
+    package enum Settings: Sendable {
         /// A JWS ID-token provider: its policy and where its keys come from.
         case jws(ProviderPolicy, KeyLocation)
         /// An opaque access-token provider checked through its inspection API.
         case opaque(OpaqueProviderSettings)
     }
 
-    public var policy: ProviderPolicy? {
+    package var policy: ProviderPolicy? {
         if case .jws(let policy, _) = settings { return policy }
         return nil
     }
 
-    public var keys: KeyLocation? {
+    package var keys: KeyLocation? {
         if case .jws(_, let keys) = settings { return keys }
         return nil
     }
 
-    public enum KeyLocation: Sendable, Equatable {
+    package enum KeyLocation: Sendable, Equatable {
         case jwksURL(String)
         case jwksFile(String)
         /// Found through `{issuer}/.well-known/openid-configuration` (kind `oidc` with only an `issuer`). The
@@ -110,24 +110,25 @@ public struct ProviderConfiguration: Sendable {
 }
 
 /// Settings of a `github` or `facebook_classic` provider. The secret comes from the environment, never the file.
-public struct OpaqueProviderSettings: Sendable {
+package struct OpaqueProviderSettings: Sendable {
     /// GitHub `client_id`, or the Facebook `app_id`.
-    public let clientID: String
-    public let secret: String
+    package let clientID: String
+    package let secret: String
     /// The environment variable the secret was read from (for messages; the secret itself is never printed).
-    public let secretEnvironmentVariable: String
+    package let secretEnvironmentVariable: String
     /// `api_url` (GitHub) or `graph_url` (Facebook).
-    public let baseURL: String
+    package let baseURL: String
     /// How long a positive answer is cached (default 60 s; never past the token's own expiry).
-    public let cacheSeconds: Double
+    package let cacheSeconds: Double
 }
 
 extension Configuration {
     /// Largest config file read.
-    public static let maximumFileBytes = 1 << 20
+    package static let maximumFileBytes = 1 << 20
 
     /// Loads the file at `path`, or the one `TOKENGUARD_CONFIG` names when `path` is nil.
-    public static func load(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> Configuration {
+    package static func load(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> Configuration
+    {
         guard let path = path ?? environment["TOKENGUARD_CONFIG"] else {
             throw ConfigError("", "no config file given (--config FILE or TOKENGUARD_CONFIG)")
         }
@@ -141,7 +142,7 @@ extension Configuration {
     }
 
     /// Parses configuration text. Relative `jwks_file` paths are resolved against `baseDirectory`.
-    public static func parse(
+    package static func parse(
         yaml: String, baseDirectory: String = ".", environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigError) -> Configuration {
         let root: Node
@@ -242,7 +243,7 @@ extension Configuration {
         return configuration
     }
 
-    public static func validatedListen(_ value: String, key: String) throws(ConfigError) -> String {
+    package static func validatedListen(_ value: String, key: String) throws(ConfigError) -> String {
         guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]), (0...65535).contains(port),
             colon > value.startIndex
         else { throw ConfigError(key, "must be HOST:PORT, e.g. 127.0.0.1:8080") }
@@ -479,7 +480,7 @@ extension Configuration {
     /// real JWKS, audiences from `TOKENGUARD_APPLE_AUDIENCES`, `TOKENGUARD_FACEBOOK_LIMITED_AUDIENCES` and
     /// `TOKENGUARD_MICROSOFT_AUDIENCES` (comma-separated) and tenants from `TOKENGUARD_MICROSOFT_TENANTS`
     /// (without it every Microsoft token is `tenant_not_allowed`, saying what to set). A provider with no audiences answers every token `invalid_audience`, saying what to set.
-    public static func builtInDefaults(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> Configuration {
+    package static func builtInDefaults(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> Configuration {
         func list(_ name: String) -> [String] {
             (environment[name] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
@@ -528,7 +529,7 @@ extension Configuration {
     }
 
     /// Host and port of `listen`.
-    public var listenHostAndPort: (host: String, port: Int) {
+    package var listenHostAndPort: (host: String, port: Int) {
         guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else { return ("127.0.0.1", 8080) }
         var host = String(listen[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }

@@ -5,17 +5,17 @@ import TokenGuardCrypto
 /// The developer IdP's signing key and token minting: tokens shaped like Apple's, Facebook Limited Login's and
 /// Microsoft's real ones (claims, key ids, nonce hashing), signed by a local key, so a team can test its sign-in
 /// backend end to end without the real providers. Only a service that explicitly trusts the dev IdP accepts them.
-public struct DevTokenMinter: Sendable {
-    public let key: SigningKey
-    public let keyID: String
+package struct DevTokenMinter: Sendable {
+    package let key: SigningKey
+    package let keyID: String
 
     /// The tenant dev Microsoft tokens carry.
-    public static let devTenant = "00000000-0000-4000-8000-00000000d3e5"
-    public static let defaultAudiences: [ProviderKind: String] = [
+    package static let devTenant = "00000000-0000-4000-8000-00000000d3e5"
+    package static let defaultAudiences: [ProviderKind: String] = [
         .apple: "com.example.app", .facebookLimited: "1234567890", .microsoft: "11111111-2222-4333-8444-555555555555",
     ]
 
-    public init(key: SigningKey) throws {
+    package init(key: SigningKey) throws {
         self.key = key
         let jwk = try key.publicJWK(keyID: "", algorithm: .rs256)
         // kid: the start of the key's RFC 7638 thumbprint, stable for the key.
@@ -24,7 +24,7 @@ public struct DevTokenMinter: Sendable {
     }
 
     /// Loads the key from `directory/signing-key.pem`, creating directory and key (RSA-2048) on first use.
-    public static func load(directory: String) throws -> DevTokenMinter {
+    package static func load(directory: String) throws -> DevTokenMinter {
         let path = (directory as NSString).appendingPathComponent("signing-key.pem")
         if let data = FileManager.default.contents(atPath: path) {
             return try DevTokenMinter(key: try SigningKey(pem: String(decoding: data, as: UTF8.self)))
@@ -37,7 +37,7 @@ public struct DevTokenMinter: Sendable {
     }
 
     /// The dev IdP's JWKS document.
-    public func jwks() throws -> String {
+    package func jwks() throws -> String {
         var jwk = try key.publicJWK(keyID: keyID, algorithm: .rs256)
         jwk.set("issuer", .string(ProviderPolicy.microsoftIssuerTemplate))  // as Microsoft's keys carry
         return JSONWriter.string(.object(JSONObject([("keys", .array([.object(jwk)]))])))
@@ -45,7 +45,7 @@ public struct DevTokenMinter: Sendable {
 
     /// Mints a token for `kind` with the provider's real claim shape. The nonce goes in as that provider does it:
     /// SHA-256 hex of the raw nonce for Apple and Facebook (Firebase style), raw for Microsoft.
-    public func mint(
+    package func mint(
         kind: ProviderKind, audience: String? = nil, subject: String? = nil, rawNonce: String?, email: String? = nil,
         now: Int64 = Int64(Date().timeIntervalSince1970), lifetime: Int64? = nil
     ) throws -> String {
@@ -90,7 +90,7 @@ public struct DevTokenMinter: Sendable {
     }
 }
 
-public struct DevIdPError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct DevIdPError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

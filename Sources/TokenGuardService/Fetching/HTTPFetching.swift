@@ -1,20 +1,20 @@
 import TokenGuardCore
 
 /// An outbound HTTP request to a provider (JWKS, discovery, token inspection).
-public struct HTTPRequest: Sendable {
-    public enum Method: String, Sendable {
+package struct HTTPRequest: Sendable {
+    package enum Method: String, Sendable {
         case get = "GET"
         case post = "POST"
     }
 
-    public var url: String
-    public var method: Method
-    public var headers: [(String, String)]
-    public var body: [UInt8]?
+    package var url: String
+    package var method: Method
+    package var headers: [(String, String)]
+    package var body: [UInt8]?
     /// Responses larger than this are refused (1 MiB for JWKS).
-    public var maximumResponseBytes: Int
+    package var maximumResponseBytes: Int
 
-    public init(
+    package init(
         url: String, method: Method = .get, headers: [(String, String)] = [], body: [UInt8]? = nil,
         maximumResponseBytes: Int = 1 << 20
     ) {
@@ -26,28 +26,28 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-public struct HTTPResponse: Sendable {
-    public let status: Int
+package struct HTTPResponse: Sendable {
+    package let status: Int
     /// Header names are lowercased.
-    public let headers: [(String, String)]
-    public let body: [UInt8]
+    package let headers: [(String, String)]
+    package let body: [UInt8]
 
-    public init(status: Int, headers: [(String, String)], body: [UInt8]) {
+    package init(status: Int, headers: [(String, String)], body: [UInt8]) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
     /// The last value of a header, by case-insensitive name.
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         let lower = ASCII.lowercased(name)
         return headers.last { $0.0.sameBytes(as: lower) }?.1
     }
 }
 
 /// Why an outbound call produced no response. Always an outage to the verifier, never a token fault.
-public struct FetchError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
+package struct FetchError: Error, Sendable, CustomStringConvertible {
+    package enum Kind: String, Sendable {
         case invalidURL = "invalid_url"
         case connect
         case timeout
@@ -57,28 +57,28 @@ public struct FetchError: Error, Sendable, CustomStringConvertible {
         case transport
     }
 
-    public let kind: Kind
-    public let message: String
+    package let kind: Kind
+    package let message: String
 
-    public init(_ kind: Kind, _ message: String) {
+    package init(_ kind: Kind, _ message: String) {
         self.kind = kind
         self.message = message
     }
 
-    public var description: String { "\(kind.rawValue): \(message)" }
+    package var description: String { "\(kind.rawValue): \(message)" }
 }
 
 /// The core's view of an HTTP client. `TokenGuardFetch` implements it on libcurl; tests may inject others.
-public protocol HTTPFetching: Sendable {
+package protocol HTTPFetching: Sendable {
     func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse
 }
 
 /// The rule for every outbound URL: `https`, or plain `http` to a loopback address only (tests, the dev IdP).
-public enum OutboundURL {
-    public static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "::1", "[::1]"]
+package enum OutboundURL {
+    package static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
     /// The URL's scheme and host, or an error saying why it may not be called.
-    public static func validate(_ url: String) throws(FetchError) -> (scheme: String, host: String) {
+    package static func validate(_ url: String) throws(FetchError) -> (scheme: String, host: String) {
         // A URL is ASCII (IDNs travel punycoded); Unicode case mapping would let U+212A KELVIN SIGN pass for "k".
         guard url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw FetchError(.invalidURL, "the URL has a byte outside printable ASCII") }
         guard let schemeEnd = url.firstRange(of: "://") else { throw FetchError(.invalidURL, "not an absolute URL") }
@@ -105,7 +105,7 @@ public enum OutboundURL {
 
 extension OutboundURL {
     /// A host name or address as `jwks_hosts` lists it: ASCII letters, digits, `-`, `.` (or a bracketed IPv6 address).
-    public static func isPlausibleHost(_ host: String) -> Bool {
+    package static func isPlausibleHost(_ host: String) -> Bool {
         let bytes = Array(host.utf8)
         guard !bytes.isEmpty, bytes.count <= 253 else { return false }
         if bytes.first == UInt8(ascii: "[") { return bytes.last == UInt8(ascii: "]") && bytes.count > 2 }
@@ -115,7 +115,7 @@ extension OutboundURL {
     /// The rule for a `jwks_uri` found through discovery (OIDC Discovery hands us a URL from the network): https
     /// to the issuer's own host or a host the provider lists in `jwks_hosts`; plain http only with `dev_idp`, and then
     /// only to the issuer's own loopback host. Returns the URL, or why it is refused.
-    public static func validateDiscoveredJWKS(_ jwksURI: String, issuer: String, jwksHosts: [String], devIdP: Bool) throws(FetchError) -> String {
+    package static func validateDiscoveredJWKS(_ jwksURI: String, issuer: String, jwksHosts: [String], devIdP: Bool) throws(FetchError) -> String {
         let (scheme, host) = try validate(jwksURI)
         let port = try Self.port(of: jwksURI, scheme: scheme)
         let (issuerScheme, issuerHost) = try validate(issuer)

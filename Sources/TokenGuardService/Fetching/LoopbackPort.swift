@@ -8,12 +8,12 @@ import TokenGuardCore
 /// A TCP port free on 127.0.0.1 right now: bind to port 0, read the port the kernel chose, release it.
 /// (The demo's embedded dev IdP and the tests' servers use it; there is a small window in which another process
 /// could take the port.)
-public enum LoopbackPort {
-    public struct Unavailable: Error, CustomStringConvertible {
-        public var description: String { "no free port on 127.0.0.1" }
+package enum LoopbackPort {
+    package struct Unavailable: Error, CustomStringConvertible {
+        package var description: String { "no free port on 127.0.0.1" }
     }
 
-    public static func pick() throws -> Int {
+    package static func pick() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Unavailable() }
         defer { close(fd) }

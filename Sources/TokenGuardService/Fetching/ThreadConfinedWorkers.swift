@@ -7,13 +7,13 @@ import TokenGuardCore
 ///
 /// `@unchecked Sendable`: `jobs` and `stopping` are only touched under `condition`; each resource is created,
 /// used and destroyed on its own thread.
-public final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
+package final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [(Resource) -> Void] = []
     private var stopping = false
 
     /// Starts `threads` threads named `name-N`, each making its resource with `make` (on that thread).
-    public init(threads: Int, name: String, make: @escaping @Sendable () -> Resource) {
+    package init(threads: Int, name: String, make: @escaping @Sendable () -> Resource) {
         for index in 0..<max(1, threads) {
             // Each thread holds the workers until shutdown, then exits and releases its resource.
             let thread = Thread { self.loop(make()) }
@@ -37,7 +37,7 @@ public final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
     }
 
     /// Runs `body` on a worker thread with that thread's resource and returns its result.
-    public func run<T: Sendable>(_ body: @escaping @Sendable (Resource) -> T) async -> T {
+    package func run<T: Sendable>(_ body: @escaping @Sendable (Resource) -> T) async -> T {
         await withCheckedContinuation { continuation in
             condition.lock()
             jobs.append { resource in continuation.resume(returning: body(resource)) }
@@ -47,7 +47,7 @@ public final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
     }
 
     /// Lets the threads finish queued work and exit.
-    public func shutdown() {
+    package func shutdown() {
         condition.lock()
         stopping = true
         condition.broadcast()

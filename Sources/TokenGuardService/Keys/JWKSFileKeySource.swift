@@ -7,7 +7,7 @@ import TokenGuardSync
 /// The file's modification time and size are looked at no more than once a second, so the hot path pays a
 /// clock read, not a `stat`. A changed file that fails to parse keeps the previous good keys and reports
 /// the problem through ``lastError``; a file that never parsed answers `keys_unavailable`.
-public final class JWKSFileKeySource: KeySource {
+package final class JWKSFileKeySource: KeySource {
     private struct State {
         var keySet: KeySet?
         var fileStamp: FileStamp?
@@ -20,20 +20,20 @@ public final class JWKSFileKeySource: KeySource {
         let size: Int
     }
 
-    public let path: String
+    package let path: String
     private let state: Locked<State>
     private let recheckInterval: Duration
 
-    public init(path: String, recheckInterval: Duration = .seconds(1)) {
+    package init(path: String, recheckInterval: Duration = .seconds(1)) {
         self.path = path
         self.recheckInterval = recheckInterval
         self.state = Locked(State())
         _ = currentKeys()
     }
 
-    public var lastError: String? { state.withLock { $0.lastError } }
+    package var lastError: String? { state.withLock { $0.lastError } }
 
-    public func currentKeys() -> Result<KeySet, VerificationError> {
+    package func currentKeys() -> Result<KeySet, VerificationError> {
         let now = ContinuousClock.now
         return state.withLock { state in
             if let last = state.lastCheck, now - last < recheckInterval, let keys = state.keySet { return .success(keys) }

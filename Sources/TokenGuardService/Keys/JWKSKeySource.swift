@@ -15,17 +15,17 @@ import TokenGuardSync
 ///   Failures are retried with capped, jittered exponential backoff.
 /// - With an archive, fetched keys are recorded (after the fetch, off the hot path); on start, keys seen within
 ///   the maximum stale age are used until the first fetch succeeds.
-public final class JWKSKeySource: KeySource {
+package final class JWKSKeySource: KeySource {
     /// Where the JWKS lives: a URL, or found through the issuer's OpenID discovery document.
-    public enum Location: Sendable, Equatable {
+    package enum Location: Sendable, Equatable {
         case jwks(String)
         /// The discovered `jwks_uri` must pass ``OutboundURL/validateDiscoveredJWKS(_:issuer:jwksHosts:devIdP:)``.
         case discovery(issuer: String, jwksHosts: [String] = [], devIdP: Bool = false)
     }
 
-    public let provider: String
-    public let location: Location
-    public let policy: KeyFetchPolicy
+    package let provider: String
+    package let location: Location
+    package let policy: KeyFetchPolicy
     private let fetcher: any HTTPFetching
     private let archive: KeyArchive?
     private let clock: WallClock
@@ -49,7 +49,7 @@ public final class JWKSKeySource: KeySource {
         var lastSkipped: [JWKParser.Skipped] = []
     }
 
-    public init(
+    package init(
         provider: String, location: Location, fetcher: any HTTPFetching, policy: KeyFetchPolicy = KeyFetchPolicy(),
         archive: KeyArchive? = nil, logger: Logger = Logger(label: "tokenguard.keys"),
         clock: WallClock = .system
@@ -71,7 +71,7 @@ public final class JWKSKeySource: KeySource {
 
     // MARK: - KeySource
 
-    public func currentKeys() -> Result<KeySet, VerificationError> {
+    package func currentKeys() -> Result<KeySet, VerificationError> {
         let now = clock.now
         return state.withLock { state in
             if let keys = state.keys, let fetchedAt = state.fetchedAt, now - fetchedAt <= policy.maximumStaleAge { return .success(keys) }
@@ -79,14 +79,14 @@ public final class JWKSKeySource: KeySource {
         }
     }
 
-    public func historicalKeys() -> Result<KeySet, VerificationError> {
+    package func historicalKeys() -> Result<KeySet, VerificationError> {
         let (current, retired) = state.withLock { ($0.keys, $0.retired) }
         let keys = (current?.keys ?? []) + retired
         guard !keys.isEmpty else { return currentKeys() }
         return .success(KeySet(keys: keys))
     }
 
-    public func keysAfterMiss(keyID: String?) async -> Result<KeySet, VerificationError>? {
+    package func keysAfterMiss(keyID: String?) async -> Result<KeySet, VerificationError>? {
         let now = clock.now
         enum Decision {
             case join(Task<Result<KeySet, VerificationError>, Never>)
@@ -135,7 +135,7 @@ public final class JWKSKeySource: KeySource {
         }
     }
 
-    public var status: KeySourceStatus {
+    package var status: KeySourceStatus {
         let now = clock.now
         return state.withLock { state in
             let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
@@ -150,14 +150,14 @@ public final class JWKSKeySource: KeySource {
 
     /// Fetches now, or joins the fetch already under way.
     @discardableResult
-    public func refresh() async -> Result<KeySet, VerificationError> {
+    package func refresh() async -> Result<KeySet, VerificationError> {
         let task = state.withLock { state in state.inflight ?? startFetch(&state) }
         return await task.value
     }
 
     /// Keeps the keys fresh until cancelled: refreshes ahead of expiry (with jitter) and retries failures with
     /// backoff. Run it as a background task for the life of the service.
-    public func runRefreshLoop() async {
+    package func runRefreshLoop() async {
         while !Task.isCancelled {
             let now = clock.now
             let delay: Double = state.withLock { state in

@@ -8,23 +8,23 @@ import TokenGuardCore
 /// succeeds) and verifying logged tokens as of a past time (`at`), with keys that have since been rotated out.
 /// A key whose material changes under the same `kid` is a new row: both versions are kept.
 /// Writes happen after fetches, never on the verification path.
-public final class KeyArchive: Sendable {
+package final class KeyArchive: Sendable {
     /// One archived key version.
-    public struct Entry: Sendable, Equatable {
-        public let provider: String
-        public let keyID: String
-        public let thumbprint: String
+    package struct Entry: Sendable, Equatable {
+        package let provider: String
+        package let keyID: String
+        package let thumbprint: String
         /// The JWK as published (JSON text).
-        public let jwk: String
-        public let firstSeen: Int64
-        public let lastSeen: Int64
+        package let jwk: String
+        package let firstSeen: Int64
+        package let lastSeen: Int64
     }
 
-    public let path: String
+    package let path: String
     private let database: DatabaseQueue
 
     /// Opens (creating if needed) the archive at `path`. Throws if the file is not a usable SQLite database.
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         var configuration = GRDB.Configuration()
         configuration.busyMode = .timeout(2)
@@ -48,7 +48,7 @@ public final class KeyArchive: Sendable {
     }
 
     /// Records that `keys` were published by `provider` at `seenAt` (Unix seconds).
-    public func record(provider: String, keys: [VerificationKey], seenAt: Int64) throws {
+    package func record(provider: String, keys: [VerificationKey], seenAt: Int64) throws {
         try database.write { db in
             for key in keys {
                 try db.execute(
@@ -62,7 +62,7 @@ public final class KeyArchive: Sendable {
     }
 
     /// Every archived key of `provider`, optionally only those last seen at or after `since`.
-    public func entries(provider: String, lastSeenSince since: Int64 = 0) throws -> [Entry] {
+    package func entries(provider: String, lastSeenSince since: Int64 = 0) throws -> [Entry] {
         try database.read { db in
             try Row.fetchAll(
                 db, sql: "SELECT * FROM keys WHERE provider = ? AND last_seen >= ? ORDER BY kid, first_seen", arguments: [provider, since]
@@ -83,7 +83,7 @@ public final class KeyArchive: Sendable {
 extension KeyArchive.Entry {
     /// The archived key as a verification key. With `window`, usable only for tokens issued between one day
     /// before it was first seen and when it was last seen (a key is published ahead of first use).
-    public func verificationKey(window: Bool) -> VerificationKey? {
+    package func verificationKey(window: Bool) -> VerificationKey? {
         guard let object = try? JSONParser.parseObject(Array(jwk.utf8)), case .success(let key) = JWKParser.parse(object) else { return nil }
         return window ? key.withPublishedWindow((firstSeen - 86_400)...lastSeen) : key
     }

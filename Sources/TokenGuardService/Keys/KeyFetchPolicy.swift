@@ -1,25 +1,25 @@
 import TokenGuardCore
 
 /// How a fetching key source caches, refreshes and tolerates failures (config: `keys:`).
-public struct KeyFetchPolicy: Sendable, Equatable {
+package struct KeyFetchPolicy: Sendable, Equatable {
     /// `Cache-Control: max-age` is clamped to at least this (default 5 min)…
-    public var minimumTTL: Double = 300
+    package var minimumTTL: Double = 300
     /// …and at most this (default 24 h); also the TTL when the provider sends none.
-    public var maximumTTL: Double = 86_400
+    package var maximumTTL: Double = 86_400
     /// At most one unknown-`kid` refetch per provider per this many seconds (default 30 s).
-    public var unknownKeyCooldown: Double = 30
+    package var unknownKeyCooldown: Double = 30
     /// Keys last fetched longer ago than this are no longer used: `keys_unavailable` (default 24 h).
-    public var maximumStaleAge: Double = 86_400
+    package var maximumStaleAge: Double = 86_400
     /// First retry delay after a failed fetch; doubles per failure up to `maximumBackoff` (defaults 1 s, 5 min).
-    public var initialBackoff: Double = 1
-    public var maximumBackoff: Double = 300
+    package var initialBackoff: Double = 1
+    package var maximumBackoff: Double = 300
     /// A JWKS document larger than this is refused (1 MiB).
-    public var maximumDocumentBytes = KeySet.maximumDocumentBytes
+    package var maximumDocumentBytes = KeySet.maximumDocumentBytes
 
-    public init() {}
+    package init() {}
 
     /// The TTL for a response's `Cache-Control`, clamped to [minimumTTL, maximumTTL].
-    public func ttl(cacheControl: String?) -> Double {
+    package func ttl(cacheControl: String?) -> Double {
         guard let cacheControl, let maxAge = Self.maxAge(cacheControl) else { return maximumTTL }
         return min(max(Double(maxAge), minimumTTL), maximumTTL)
     }
@@ -45,7 +45,7 @@ public struct KeyFetchPolicy: Sendable, Equatable {
     /// | failures | 1 | 2 | 3 | 4 | … | 9+ |
     /// |---|---|---|---|---|---|---|
     /// | delay (defaults) | 1 s | 2 s | 4 s | 8 s | … | 300 s |
-    public func backoff(failures: Int, jitter: Double) -> Double {
+    package func backoff(failures: Int, jitter: Double) -> Double {
         let exponent = Double(min(max(failures - 1, 0), 30))  // capped before pow, so no overflow
         let base = min(initialBackoff * pow2(exponent), maximumBackoff)
         return base * (1 + 0.1 * (jitter * 2 - 1))

@@ -8,22 +8,22 @@ import TokenGuardCrypto
 /// Valid only if `is_valid` is true, `app_id` is ours, the token is a `USER` token and `expires_at` (when not 0)
 /// is in the future. An invalid token or another app's is `token_inactive`; Graph errors, timeouts and malformed
 /// bodies are `keys_unavailable`.
-public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
-    public let providerName: String
+package struct FacebookLoginTokenInspector: OpaqueTokenInspector {
+    package let providerName: String
     let app: OpaqueApp
-    public var appID: String { app.id }
-    public var graphURL: String { app.baseURL }
+    package var appID: String { app.id }
+    package var graphURL: String { app.baseURL }
     private var appSecret: String { app.secret }
     private var fetcher: any HTTPFetching { app.fetcher }
 
-    public static let maximumTokenLength = 1024
+    package static let maximumTokenLength = 1024
 
-    public init(providerName: String, appID: String, appSecret: String, graphURL: String = "https://graph.facebook.com", fetcher: any HTTPFetching) {
+    package init(providerName: String, appID: String, appSecret: String, graphURL: String = "https://graph.facebook.com", fetcher: any HTTPFetching) {
         self.providerName = providerName
         app = OpaqueApp(id: appID, secret: appSecret, baseURL: graphURL, fetcher: fetcher)
     }
 
-    public func validateShape(_ token: String) -> VerificationError? {
+    package func validateShape(_ token: String) -> VerificationError? {
         OpaqueTokenShape.check(
             token, maximumLength: Self.maximumTokenLength, punctuation: [UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ".")],
             refusal: "not a Facebook access token")
@@ -34,7 +34,7 @@ public struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         Hex.lowercase(HMAC.sha256(key: Array(appSecret.utf8), message: Array(appAccessToken.utf8)))
     }
 
-    public func inspect(_ token: String, now: Double) async -> VerificationResult {
+    package func inspect(_ token: String, now: Double) async -> VerificationResult {
         let appToken = "\(appID)|\(appSecret)"
         let proof = Self.appSecretProof(appAccessToken: appToken, appSecret: appSecret)
         let query = [("input_token", token), ("access_token", appToken), ("appsecret_proof", proof)]

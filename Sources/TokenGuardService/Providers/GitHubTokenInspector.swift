@@ -6,29 +6,29 @@ import TokenGuardCore
 /// `200` means the token belongs to this app; `404`/`422` mean it does not, or is revoked or expired
 /// (`token_inactive`). `401` (our credentials refused), `403`/`429` (rate limited, with `Retry-After`), `5xx`,
 /// timeouts and malformed bodies are `keys_unavailable`.
-public struct GitHubTokenInspector: OpaqueTokenInspector {
-    public let providerName: String
+package struct GitHubTokenInspector: OpaqueTokenInspector {
+    package let providerName: String
     let app: OpaqueApp
-    public var clientID: String { app.id }
-    public var apiURL: String { app.baseURL }
+    package var clientID: String { app.id }
+    package var apiURL: String { app.baseURL }
     private var clientSecret: String { app.secret }
     private var fetcher: any HTTPFetching { app.fetcher }
 
     /// GitHub tokens are at most 255 characters of `[A-Za-z0-9_]` (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_).
-    public static let maximumTokenLength = 255
+    package static let maximumTokenLength = 255
 
-    public init(providerName: String, clientID: String, clientSecret: String, apiURL: String = "https://api.github.com", fetcher: any HTTPFetching) {
+    package init(providerName: String, clientID: String, clientSecret: String, apiURL: String = "https://api.github.com", fetcher: any HTTPFetching) {
         self.providerName = providerName
         app = OpaqueApp(id: clientID, secret: clientSecret, baseURL: apiURL, fetcher: fetcher)
     }
 
-    public func validateShape(_ token: String) -> VerificationError? {
+    package func validateShape(_ token: String) -> VerificationError? {
         OpaqueTokenShape.check(
             token, maximumLength: Self.maximumTokenLength, punctuation: [UInt8(ascii: "_")],
             refusal: "not a GitHub token (at most 255 characters of A-Z, a-z, 0-9 and _)")
     }
 
-    public func inspect(_ token: String, now: Double) async -> VerificationResult {
+    package func inspect(_ token: String, now: Double) async -> VerificationResult {
         let credentials = Data("\(clientID):\(clientSecret)".utf8).base64EncodedString()
         let body = JSONWriter.bytes(.object(JSONObject([("access_token", .string(token))])))
         let request = HTTPRequest(

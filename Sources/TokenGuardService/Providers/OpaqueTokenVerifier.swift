@@ -9,7 +9,7 @@ import TokenGuardCrypto
 /// The point is not only "is this token alive" but "was it issued to *our* app": a token another app obtained
 /// must not sign anyone in here. Provider faults (our credentials refused, rate limits, 5xx, timeouts, garbage)
 /// are `keys_unavailable` — retryable, never a rejection.
-public protocol OpaqueTokenInspector: Sendable {
+package protocol OpaqueTokenInspector: Sendable {
     var providerName: String { get }
     /// Checks that the token has a plausible shape before anything is sent to the provider.
     func validateShape(_ token: String) -> VerificationError?
@@ -17,13 +17,13 @@ public protocol OpaqueTokenInspector: Sendable {
 }
 
 /// Wraps an inspector with the bounded answer cache and logging (a short hash of the token, never the token).
-public struct OpaqueTokenVerifier: Sendable {
-    public let inspector: any OpaqueTokenInspector
-    public let cache: OpaqueVerdictCache
+package struct OpaqueTokenVerifier: Sendable {
+    package let inspector: any OpaqueTokenInspector
+    package let cache: OpaqueVerdictCache
     private let logger: Logger
     private let clock: WallClock
 
-    public init(
+    package init(
         inspector: any OpaqueTokenInspector, cache: OpaqueVerdictCache = OpaqueVerdictCache(), logger: Logger = Logger(label: "tokenguard.opaque"),
         clock: WallClock = .system
     ) {
@@ -33,7 +33,7 @@ public struct OpaqueTokenVerifier: Sendable {
         self.clock = clock
     }
 
-    public func verify(token: String) async -> VerificationResult {
+    package func verify(token: String) async -> VerificationResult {
         if let error = inspector.validateShape(token) { return .failure(error) }
         let now = clock.now
         if let cached = cache.lookup(token, now: now) {
@@ -52,8 +52,8 @@ public struct OpaqueTokenVerifier: Sendable {
 }
 
 /// A short, non-reversible identifier for a token in logs: the first 12 hex digits of its SHA-256.
-public enum TokenHash {
-    public static func short(_ token: String) -> String { String(SHA256.hexDigest(token.utf8).prefix(12)) }
+package enum TokenHash {
+    package static func short(_ token: String) -> String { String(SHA256.hexDigest(token.utf8).prefix(12)) }
 }
 
 enum RetryAfter {

@@ -10,7 +10,7 @@ import TokenGuardSync
 /// Positive answers live `positiveTTL` (default 60 s) but never past the token's own expiry; `token_inactive`
 /// answers live only `negativeTTL` (a few seconds), so a newly issued token is not refused for long;
 /// `keys_unavailable` is never cached. Least recently inserted entries are evicted first when full.
-public final class OpaqueVerdictCache: Sendable {
+package final class OpaqueVerdictCache: Sendable {
     struct Entry {
         let result: VerificationResult
         let expiresAt: Double
@@ -22,12 +22,12 @@ public final class OpaqueVerdictCache: Sendable {
         var orderStart = 0
     }
 
-    public let capacity: Int
-    public let positiveTTL: Double
-    public let negativeTTL: Double
+    package let capacity: Int
+    package let positiveTTL: Double
+    package let negativeTTL: Double
     private let state = Locked(State())
 
-    public init(capacity: Int = 10_000, positiveTTL: Double = 60, negativeTTL: Double = 3) {
+    package init(capacity: Int = 10_000, positiveTTL: Double = 60, negativeTTL: Double = 3) {
         self.capacity = capacity
         self.positiveTTL = positiveTTL
         self.negativeTTL = negativeTTL
@@ -35,7 +35,7 @@ public final class OpaqueVerdictCache: Sendable {
 
     static func key(_ token: String) -> [UInt8] { SHA256.hash(token.utf8) }
 
-    public func lookup(_ token: String, now: Double) -> VerificationResult? {
+    package func lookup(_ token: String, now: Double) -> VerificationResult? {
         guard capacity > 0 else { return nil }
         let key = Self.key(token)
         return state.withLock { state in
@@ -48,7 +48,7 @@ public final class OpaqueVerdictCache: Sendable {
         }
     }
 
-    public func store(_ token: String, _ result: VerificationResult, now: Double) {
+    package func store(_ token: String, _ result: VerificationResult, now: Double) {
         guard capacity > 0 else { return }
         let expiresAt: Double
         switch result {

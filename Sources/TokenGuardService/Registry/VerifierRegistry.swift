@@ -2,23 +2,23 @@ import Foundation
 import TokenGuardCore
 
 /// The configured providers, each with its verifier, looked up by the name requests use.
-public struct VerifierRegistry: Sendable {
+package struct VerifierRegistry: Sendable {
     /// JWS ID-token providers.
-    public let verifiers: [String: TokenVerifier]
+    package let verifiers: [String: TokenVerifier]
     /// Opaque access-token providers (GitHub, classic Facebook Login).
-    public let opaqueVerifiers: [String: OpaqueTokenVerifier]
+    package let opaqueVerifiers: [String: OpaqueTokenVerifier]
     /// The fetching key sources, for background refresh and readiness.
-    public let fetchingSources: [JWKSKeySource]
+    package let fetchingSources: [JWKSKeySource]
     /// Replay protection per JWS provider, where enabled.
-    public let replayGuards: [String: ReplayGuard]
+    package let replayGuards: [String: ReplayGuard]
     /// The replay store, when replay protection is on (for readiness).
-    public let replayStore: (any ReplayStore)?
+    package let replayStore: (any ReplayStore)?
     private let clock: WallClock
     /// The configured provider names by their bytes: a request's name must match one byte for byte, and from then
     /// on only the configured name is used (verdicts, metrics, cache and replay keys).
     private let namesByBytes: [ByteKey: String]
 
-    public init(
+    package init(
         verifiers: [String: TokenVerifier], opaqueVerifiers: [String: OpaqueTokenVerifier] = [:], replayGuards: [String: ReplayGuard] = [:],
         replayStore: (any ReplayStore)? = nil, clock: WallClock = .system
     ) {
@@ -35,17 +35,17 @@ public struct VerifierRegistry: Sendable {
 
     /// The configured name whose bytes are exactly `requested`, or nil. Swift's `String ==` would also match a
     /// canonically equivalent spelling (and `[String: _]` lookups do), which is never a provider's name.
-    public func configuredName(_ requested: String) -> String? { namesByBytes[ByteKey(requested)] }
+    package func configuredName(_ requested: String) -> String? { namesByBytes[ByteKey(requested)] }
 
     /// The JWS verifier of a configured provider, by exact bytes.
-    public func verifier(named requested: String) -> TokenVerifier? { configuredName(requested).flatMap { verifiers[$0] } }
+    package func verifier(named requested: String) -> TokenVerifier? { configuredName(requested).flatMap { verifiers[$0] } }
 
     /// Builds verifiers from configuration. Keys come from each provider's `jwks_file`, or are fetched with
     /// `fetcher` (recorded in `archive` when given); opaque tokens are checked with `fetcher` too. Without a
     /// fetcher, such providers answer `keys_unavailable`.
     /// - Parameter replayStore: the store for `replay: {store: redis}` (made by the caller, which links hiredis);
     ///   a memory store is made here for `store: memory`.
-    public init(
+    package init(
         configuration: Configuration, fetcher: (any HTTPFetching)? = nil, archive: KeyArchive? = nil, replayStore: (any ReplayStore)? = nil,
         clock: WallClock = .system
     ) {
@@ -111,7 +111,7 @@ public struct VerifierRegistry: Sendable {
     }
 
     /// True when some provider calls out over the network (fetched keys or token inspection).
-    public static func needsFetcher(_ configuration: Configuration) -> Bool {
+    package static func needsFetcher(_ configuration: Configuration) -> Bool {
         configuration.providers.contains { provider in
             if case .jwksFile? = provider.keys { return false }
             return true
@@ -119,19 +119,19 @@ public struct VerifierRegistry: Sendable {
     }
 
     /// The configured provider names, sorted.
-    public var providerNames: [String] { (Array(verifiers.keys) + Array(opaqueVerifiers.keys)).sorted() }
+    package var providerNames: [String] { (Array(verifiers.keys) + Array(opaqueVerifiers.keys)).sorted() }
 
     /// Verifies one token. JWS tokens are checked with the keys in memory, refetching once (single flight,
     /// rate-limited) on an unknown `kid` or a cold cache; opaque tokens are asked of their provider (cached).
     /// `at` nil means now, with current keys only; a given `at` verifies a logged JWS as of then (archived keys
     /// allowed within their published window). Opaque tokens can only be checked now.
-    public func verify(provider: String, token: String, nonce: String?, at: Int64?) async -> VerificationResult {
+    package func verify(provider: String, token: String, nonce: String?, at: Int64?) async -> VerificationResult {
         await verify(provider: provider, token: token, nonce: nonce, at: at, explain: false).result
     }
 
     /// One verification, with its explanation when `explain` is set. The signature is checked once and an
     /// explained request claims the token in the replay store exactly as a plain one does.
-    public func verify(
+    package func verify(
         provider requested: String, token: String, nonce: String?, at: Int64?, explain: Bool
     ) async -> (result: VerificationResult, explanation: Explanation?) {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
@@ -174,7 +174,7 @@ public struct VerifierRegistry: Sendable {
 
     /// Verifies a JWS with the keys in hand, never waiting on the network (hot loops that fetched up front).
     /// Opaque providers need the network: use ``verify(provider:token:nonce:at:)``.
-    public func verifyWithKeysInHand(provider requested: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
+    package func verifyWithKeysInHand(provider requested: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
         guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
         guard let verifier = verifiers[provider] else { return nil }
         if at == nil && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
@@ -182,14 +182,14 @@ public struct VerifierRegistry: Sendable {
     }
 
     /// Fetches every fetching provider's keys once, concurrently (before a batch, or at service start).
-    public func prepare() async {
+    package func prepare() async {
         await withTaskGroup(of: Void.self) { group in
             for source in fetchingSources { group.addTask { await source.refresh() } }
         }
     }
 
     /// Fetches one provider's keys, when it fetches them.
-    public func prepare(provider: String) async {
+    package func prepare(provider: String) async {
         guard let source = verifier(named: provider)?.keySource as? JWKSKeySource else { return }
         await source.refresh()
     }

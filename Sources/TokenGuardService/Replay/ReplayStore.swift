@@ -10,7 +10,7 @@ import TokenGuardSync
 /// `claim` is atomic: either every key is new and all are recorded, or nothing is recorded and the answer is
 /// "seen". A store that cannot answer says so (`replay_store_unavailable`): it never accepts silently and never
 /// forgets an unexpired entry to make room.
-public protocol ReplayStore: Sendable {
+package protocol ReplayStore: Sendable {
     /// Records `keys` until `expiresAt` (Unix seconds) if none is present. True when recorded; false when any
     /// key was already there (a replay).
     func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError>
@@ -26,8 +26,8 @@ public protocol ReplayStore: Sendable {
 /// - `n`: the `nonce` claim, when the token has one (one sign-in request, one token).
 ///
 /// Built from the configured provider name (never the request's spelling) and bytes only.
-public enum ReplayKeys {
-    public static func keys(provider: String, token: String, jti: String?, nonceClaim: String?) -> [String] {
+package enum ReplayKeys {
+    package static func keys(provider: String, token: String, jti: String?, nonceClaim: String?) -> [String] {
         var keys = ["tg:replay:\(provider):t:\(SHA256.hexDigest(signingInput(of: token)))"]
         if let jti { keys.append("tg:replay:\(provider):j:\(SHA256.hexDigest(jti.utf8))") }
         if let nonceClaim { keys.append("tg:replay:\(provider):n:\(SHA256.hexDigest(nonceClaim.utf8))") }
@@ -44,22 +44,22 @@ public enum ReplayKeys {
 
 /// One process's replay store: bounded, entries expiring by deadline. Full (after dropping expired entries)
 /// means `replay_store_unavailable`, never forgetting a live entry.
-public final class MemoryReplayStore: ReplayStore {
+package final class MemoryReplayStore: ReplayStore {
     struct State {
         var deadlines: [String: Int64] = [:]
         var lastSweep: Int64 = 0
     }
 
-    public let capacity: Int
+    package let capacity: Int
     private let state = Locked(State())
     private let clock: WallClock
 
-    public init(capacity: Int = 1_000_000, clock: WallClock = .system) {
+    package init(capacity: Int = 1_000_000, clock: WallClock = .system) {
         self.capacity = capacity
         self.clock = clock
     }
 
-    public func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
+    package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         let now = clock.seconds
         return state.withLock { state in
             for key in keys {
@@ -78,9 +78,9 @@ public final class MemoryReplayStore: ReplayStore {
         }
     }
 
-    public var count: Int { state.withLock { $0.deadlines.count } }
+    package var count: Int { state.withLock { $0.deadlines.count } }
 
-    public func health() async -> (ok: Bool, detail: String) {
+    package func health() async -> (ok: Bool, detail: String) {
         let count = state.withLock { $0.deadlines.count }
         return (count < capacity, "memory, \(count) of \(capacity) entries")
     }
@@ -88,18 +88,18 @@ public final class MemoryReplayStore: ReplayStore {
 
 /// The replay check applied to a verdict: after every other check has passed, so a rejected token never
 /// consumes an entry.
-public struct ReplayGuard: Sendable {
-    public let store: any ReplayStore
-    public let leewaySeconds: Int64
+package struct ReplayGuard: Sendable {
+    package let store: any ReplayStore
+    package let leewaySeconds: Int64
     private let clock: WallClock
 
-    public init(store: any ReplayStore, leewaySeconds: Int64, clock: WallClock = .system) {
+    package init(store: any ReplayStore, leewaySeconds: Int64, clock: WallClock = .system) {
         self.store = store
         self.leewaySeconds = leewaySeconds
         self.clock = clock
     }
 
-    public func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
+    package func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
         guard case .success(let verdict) = result else { return result }
         let keys = ReplayKeys.keys(
             provider: provider, token: token, jti: verdict.claims["jti"]?.stringValue, nonceClaim: verdict.claims["nonce"]?.stringValue)
