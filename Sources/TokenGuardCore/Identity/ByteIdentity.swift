@@ -9,11 +9,33 @@ extension String {
         let right = other.utf8
         guard left.count == right.count else { return false }
         if let result = left.withContiguousStorageIfAvailable({ l in
-            right.withContiguousStorageIfAvailable { r in l.elementsEqual(r) }
+            right.withContiguousStorageIfAvailable { r in ByteCompare.equal(UnsafeRawBufferPointer(l), UnsafeRawBufferPointer(r)) }
         }), let equal = result {
             return equal
         }
         return left.elementsEqual(right)
+    }
+}
+
+/// Byte comparison a word at a time (tokens are compared on every verified-token cache hit).
+@usableFromInline
+enum ByteCompare {
+    /// True when both buffers, of the same length, hold the same bytes.
+    @inlinable
+    static func equal(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {
+        let count = left.count
+        var offset = 0
+        while offset + 8 <= count {
+            if left.loadUnaligned(fromByteOffset: offset, as: UInt64.self) != right.loadUnaligned(fromByteOffset: offset, as: UInt64.self) {
+                return false
+            }
+            offset += 8
+        }
+        while offset < count {
+            if left[offset] != right[offset] { return false }
+            offset += 1
+        }
+        return true
     }
 }
 
@@ -38,11 +60,43 @@ public enum CompactJWSAlphabet {
     /// True when every byte is `A–Z a–z 0–9 - _ .`.
     @inlinable
     public static func admits(_ token: String) -> Bool {
-        token.utf8.withContiguousStorageIfAvailable { admits(bytes: $0) } ?? admits(bytes: token.utf8)
+        token.utf8.withContiguousStorageIfAvailable { admits(buffer: $0) } ?? admits(bytes: token.utf8)
     }
 
     @inlinable
     public static func admits<C: Collection<UInt8>>(bytes: C) -> Bool { bytes.allSatisfy(isAllowed) }
+
+    /// Eight bytes at a time (SWAR): this runs before every verified-token cache lookup, so a 1 KB token must cost
+    /// a small fraction of a cache hit. For bytes below 0x80, `byte + (0x80 - lo)` sets the byte's high bit exactly
+    /// when `byte >= lo`, and `byte + (0x7F - hi)` exactly when `byte > hi`; no sum carries into the next byte.
+    @inlinable
+    static func admits(buffer: UnsafeBufferPointer<UInt8>) -> Bool {
+        let raw = UnsafeRawBufferPointer(buffer)
+        let count = raw.count
+        var offset = 0
+        while offset + 8 <= count {
+            let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            guard word & highBits == 0, inRanges(word) == highBits else { return false }
+            offset += 8
+        }
+        while offset < count {
+            guard isAllowed(raw[offset]) else { return false }
+            offset += 1
+        }
+        return true
+    }
+
+    @usableFromInline static let highBits: UInt64 = 0x8080_8080_8080_8080
+    @usableFromInline static let ones: UInt64 = 0x0101_0101_0101_0101
+
+    /// The high bit of each byte of `word` (all below 0x80) set when the byte is allowed.
+    @inlinable
+    static func inRanges(_ word: UInt64) -> UInt64 {
+        @inline(__always) func range(_ low: UInt64, _ high: UInt64) -> UInt64 {
+            ((word &+ (0x80 - low) &* ones) & ~(word &+ (0x7F - high) &* ones)) & highBits
+        }
+        return range(0x2D, 0x2E) | range(0x30, 0x39) | range(0x41, 0x5A) | range(0x5F, 0x5F) | range(0x61, 0x7A)
+    }
 
     @inlinable
     public static func isAllowed(_ byte: UInt8) -> Bool {
