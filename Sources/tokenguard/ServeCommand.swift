@@ -52,6 +52,7 @@ struct ServeCommand: AsyncParsableCommand {
                 logger.notice("no config file: serving apple, facebook_limited and microsoft on built-in defaults")
             }
             if let listen { configuration.listen = try Configuration.validatedListen(listen, key: "--listen") }
+            try configuration.server.loadCallerKeys(environment: ProcessInfo.processInfo.environment)
         } catch {
             Stderr.write("tokenguard: config error: \(error)\n")
             throw ExitCodes.usage
@@ -75,6 +76,13 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
 
+        if configuration.replay != nil {
+            for (first, second) in configuration.providersAcceptingTheSameTokens {
+                logger.warning(
+                    "providers \(first) and \(second) accept the same tokens (an issuer and an audience in common): replay protection is per provider, so one sign-in could be accepted once by each"
+                )
+            }
+        }
         let registry = try ConfigLoading.makeRegistry(configuration, logger: logger)
         let (host, port) = configuration.listenHostAndPort
         let kinds = Dictionary(uniqueKeysWithValues: configuration.providers.map { ($0.name, $0.kind) })

@@ -138,6 +138,9 @@ struct SecurityE2ETests {
         let missing = try BinaryRunner.run(["serve", "--config", envConfig, "--listen", "127.0.0.1:0"])
         #expect(missing.status == 2, "an unset caller_keys_env is a config error")
         #expect(missing.stderr.contains("server.caller_keys_env"))
+        // Only serve needs caller keys: verify and batch with the same config do not.
+        let offline = try BinaryRunner.run(["verify", "--config", envConfig, "--provider", "apple", "--token", token, "--nonce", nonce])
+        #expect(offline.status == 0, "\(offline.stdout) \(offline.stderr)")
 
         let fromFile = try await ServerProcess(arguments: ["--config", fileConfig], workspace: workspace)
         defer { fromFile.stop() }

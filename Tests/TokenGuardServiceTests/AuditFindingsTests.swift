@@ -283,6 +283,20 @@ struct AuditFindingsTests {
         #expect(verifier.verify(token: try key.sign(claims), nonce: nonce, at: now).code == .invalidTokenType)
     }
 
+    @Test("providers that accept the same tokens are named (serve warns: replay keys are per provider)")
+    func overlappingProviders() throws {
+        let config = try Configuration.parse(
+            yaml: """
+                providers:
+                  apple: { audiences: ["com.example.app"] }
+                  apple_web: { kind: apple, audiences: ["com.example.web", "com.example.app"] }
+                  apple_other: { kind: apple, audiences: ["com.example.other"] }
+                  corp: { kind: oidc, issuer: "https://idp.example", audiences: ["com.example.app"] }
+                """)
+        let pairs = config.providersAcceptingTheSameTokens.map { "\($0.0)+\($0.1)" }
+        #expect(pairs == ["apple+apple_web"])
+    }
+
     @Test("a Redis URL with a user or password is a config error (secrets never live in the file)")
     func redisURLWithoutCredentials() throws {
         #expect(throws: ConfigError.self) {

@@ -49,6 +49,9 @@ package struct ServerLimits: Sendable, Equatable {
     package var requestTimeoutSeconds = 15
     /// Idle or trickling connections are closed after this long (default 30 s).
     package var idleTimeoutSeconds = 30
+    /// Where the caller keys come from (`caller_keys_env` / `caller_keys_file`) and the config key that named it.
+    /// Only `serve` loads them (``loadCallerKeys(environment:)``): `verify` and `batch` need no caller keys.
+    package var callerKeysSource: (source: CallerKeys.Source, key: String)? = nil
     /// When set, every `/v1/` request must carry one of these keys in `X-Tokenguard-Key`.
     package var callerKeys: CallerKeys? = nil
     /// Seconds suggested in `Retry-After` when keys or a provider are unavailable.
@@ -56,10 +59,16 @@ package struct ServerLimits: Sendable, Equatable {
 
     package init() {}
 
+    /// Loads the caller keys the config names (for `serve`): a config error when they cannot be read or are unusable.
+    package mutating func loadCallerKeys(environment: [String: String]) throws(ConfigError) {
+        guard let (source, key) = callerKeysSource else { return }
+        callerKeys = try CallerKeys(source: source, key: key, environment: environment)
+    }
+
     package static func == (lhs: ServerLimits, rhs: ServerLimits) -> Bool {
         lhs.maximumVerifyBodyBytes == rhs.maximumVerifyBodyBytes && lhs.maximumBatchBodyBytes == rhs.maximumBatchBodyBytes
             && lhs.maximumBatchItems == rhs.maximumBatchItems && lhs.requestTimeoutSeconds == rhs.requestTimeoutSeconds
-            && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.callerKeys?.source == rhs.callerKeys?.source
+            && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.callerKeysSource?.source == rhs.callerKeysSource?.source
             && lhs.retryAfterSeconds == rhs.retryAfterSeconds
     }
 }
@@ -193,11 +202,10 @@ extension Configuration {
             switch (fields["caller_keys_env"], fields["caller_keys_file"]) {
             case (.some(let env), .some): throw ConfigError(env.key, "give caller_keys_env or caller_keys_file, not both")
             case (.some(let env), nil):
-                limits.callerKeys = try CallerKeys(source: .environment(name: try env.string()), key: env.key, environment: environment)
+                limits.callerKeysSource = (.environment(name: try env.string()), env.key)
             case (nil, .some(let file)):
                 let path = try file.string()
-                limits.callerKeys = try CallerKeys(
-                    source: .file(path: path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"), key: file.key, environment: environment)
+                limits.callerKeysSource = (.file(path: path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"), file.key)
             case (nil, nil): break
             }
             configuration.server = limits
@@ -534,5 +542,26 @@ extension Configuration {
         var host = String(listen[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return (host, port)
+    }
+}
+
+extension Configuration {
+    /// Pairs of JWS providers that accept the same tokens (an issuer and an audience in common). Replay keys are
+    /// per configured provider, so one sign-in could be accepted once by each: `serve` warns about every pair.
+    package var providersAcceptingTheSameTokens: [(String, String)] {
+        let jws = providers.compactMap { provider in provider.policy.map { (provider.name, $0) } }
+        var pairs: [(String, String)] = []
+        for (index, (name, policy)) in jws.enumerated() {
+            for (otherName, other) in jws[(index + 1)...] {
+                let sameIssuer: Bool
+                switch (policy.issuers, other.issuers) {
+                case (.exact(let left), .exact(let right)): sameIssuer = left.contains { right.containsBytes($0) }
+                case (.tenantTemplate(let left), .tenantTemplate(let right)): sameIssuer = left.sameBytes(as: right)
+                default: sameIssuer = false
+                }
+                if sameIssuer && policy.audiences.contains(where: { other.audiences.containsBytes($0) }) { pairs.append((name, otherName)) }
+            }
+        }
+        return pairs
     }
 }
