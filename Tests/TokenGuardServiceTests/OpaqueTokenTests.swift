@@ -50,7 +50,9 @@ struct OpaqueTokenTests {
         let inspector = GitHubTokenInspector(
             providerName: "github", clientID: clientID, clientSecret: clientSecret, apiURL: server.baseURL,
             fetcher: CurlHTTPClient(configuration: http))
-        return OpaqueTokenVerifier(inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: cacheTTL), logger: logger)
+        // The test's own clock: answers are built around `now`, so a slow run (ThreadSanitizer) cannot shift them.
+        return OpaqueTokenVerifier(
+            inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: cacheTTL), logger: logger, clock: WallClock { Self.now })
     }
 
     @Test("GitHub: a token of this app verifies with user id, login, scopes; repeated checks are served from the cache")
@@ -130,7 +132,7 @@ struct OpaqueTokenTests {
         let inspector = GitHubTokenInspector(
             providerName: "github", clientID: Self.clientID, clientSecret: Self.clientSecret, apiURL: server.baseURL,
             fetcher: CurlHTTPClient(configuration: http))
-        let verifier = OpaqueTokenVerifier(inspector: inspector, logger: logs.logger)
+        let verifier = OpaqueTokenVerifier(inspector: inspector, logger: logs.logger, clock: WallClock { Self.now })
         let result = await verifier.verify(token: "gho_leaky")
         #expect(result.code == .keysUnavailable)
         let everything = logs.text + JSONWriter.string(.object(result.json(provider: "github"))) + "\(result)"
@@ -210,7 +212,7 @@ struct OpaqueTokenTests {
         return OpaqueTokenVerifier(
             inspector: FacebookLoginTokenInspector(
                 providerName: "facebook_classic", appID: appID, appSecret: secret, graphURL: server.baseURL,
-                fetcher: CurlHTTPClient(configuration: http)))
+                fetcher: CurlHTTPClient(configuration: http)), clock: WallClock { Self.now })
     }
 
     @Test("Facebook: a valid user token of this app verifies, with appsecret_proof")
