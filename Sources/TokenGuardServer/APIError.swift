@@ -12,7 +12,9 @@ struct APIError: Error, HTTPResponseError {
 
     static func invalidRequest(_ message: String) -> APIError { APIError(status: .badRequest, code: .invalidRequest, message: message) }
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
+    func response(from request: Request, context: some RequestContext) throws -> Response { response }
+
+    var response: Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }

@@ -21,6 +21,7 @@ package func buildApplication(
     let router = Router(context: TokenGuardRequestContext.self)
     router.middlewares.add(LogRequestsMiddleware(.debug))
     if let callerKeys = settings.callerKeys { router.middlewares.add(CallerKeyMiddleware(keys: callerKeys)) }
+    router.middlewares.add(ForwardAuthMiddleware(registry: registry, settings: settings))
     router.middlewares.add(
         MethodNotAllowedMiddleware(allowed: [
             "/v1/verify": [.post], "/v1/verify/batch": [.post], "/v1/providers": [.get, .head], "/healthz": [.get, .head],

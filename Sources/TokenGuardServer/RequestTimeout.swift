@@ -10,13 +10,13 @@ import TokenGuardSync
 /// waiting on goes on for the requests still waiting on it.
 enum RequestTimeout {
     /// Resumes a continuation exactly once, from whichever of the work and the timer finishes first.
-    final class FirstAnswer: Sendable {
-        private let continuation: Locked<CheckedContinuation<Response, any Error>?>
+    final class FirstAnswer<Answer: Sendable>: Sendable {
+        private let continuation: Locked<CheckedContinuation<Answer, any Error>?>
 
-        init(_ continuation: CheckedContinuation<Response, any Error>) { self.continuation = Locked(continuation) }
+        init(_ continuation: CheckedContinuation<Answer, any Error>) { self.continuation = Locked(continuation) }
 
         /// True when this call delivered the answer.
-        func deliver(_ result: Result<Response, any Error>) -> Bool {
+        func deliver(_ result: Result<Answer, any Error>) -> Bool {
             guard
                 let continuation = continuation.withLock({ value in
                     defer { value = nil }
@@ -29,7 +29,21 @@ enum RequestTimeout {
     }
 
     static func run(seconds: Int, _ work: @escaping @Sendable () async throws -> Response) async throws -> Response {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Response, any Error>) in
+        try await first(seconds: seconds, work)
+    }
+
+    /// A verification result within `seconds`, or `request_timeout` (forward-auth answers even a timeout itself:
+    /// in shadow mode it is a 200 like every other verdict).
+    static func result(seconds: Int, _ work: @escaping @Sendable () async -> VerificationResult) async -> VerificationResult {
+        do {
+            return try await first(seconds: seconds, work)
+        } catch {
+            return .failure(VerificationError(.requestTimeout, "request not answered within \(seconds) s", retryAfterSeconds: 1))
+        }
+    }
+
+    private static func first<Answer: Sendable>(seconds: Int, _ work: @escaping @Sendable () async throws -> Answer) async throws -> Answer {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answer, any Error>) in
             let answer = FirstAnswer(continuation)
             let timer = Task {
                 try await Task.sleep(for: .seconds(seconds))

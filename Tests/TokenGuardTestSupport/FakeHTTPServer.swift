@@ -16,6 +16,13 @@ package final class FakeHTTPServer: @unchecked Sendable {
         package let path: String
         package let headers: [String: String]
         package let body: [UInt8]
+        /// Every header line as received, duplicates included (`headers` keeps the last of each name).
+        package let headerLines: [String]
+
+        /// How many times a header named `name` (any case) was received.
+        package func occurrences(of name: String) -> Int {
+            headerLines.filter { $0.prefix { $0 != ":" }.lowercased() == name.lowercased() }.count
+        }
     }
 
     package struct Response: Sendable {
@@ -137,7 +144,7 @@ package final class FakeHTTPServer: @unchecked Sendable {
         let target = String(requestLine[1])
         let path = String(target.prefix { $0 != "?" })
         counts.withLock { $0[path, default: 0] += 1 }
-        let request = Request(method: String(requestLine[0]), path: target, headers: headers, body: body)
+        let request = Request(method: String(requestLine[0]), path: target, headers: headers, body: body, headerLines: lines)
         let response = handler.withLock { $0 }(request)
         if response.delay > 0 { usleep(UInt32(response.delay * 1_000_000)) }
         var out = "HTTP/1.1 \(response.status) Status\r\nContent-Length: \(response.body.count)\r\nConnection: close\r\n"

@@ -46,4 +46,38 @@ package enum RawHTTP {
         }
         return fd
     }
+
+    /// A parsed HTTP/1.1 response.
+    package struct Response: Sendable {
+        package let status: Int
+        package let headers: [(name: String, value: String)]
+        package let body: String
+
+        /// The values of every header named `name` (any case).
+        package func values(_ name: String) -> [String] { headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value) }
+        package func header(_ name: String) -> String? { values(name).first }
+    }
+
+    /// One request with any method, path and headers (duplicates as given), `Connection: close`; the response
+    /// parsed, or an error when none came within `timeout`.
+    package static func request(
+        port: Int, method: String, path: String, headers: [(String, String)] = [], body: [UInt8] = [], timeout: Double = 10
+    ) throws -> Response {
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        let (text, _, _) = try exchange(port: port, Array((head + "\r\n").utf8) + body, timeout: timeout)
+        return try parse(text)
+    }
+
+    package static func parse(_ text: String) throws -> Response {
+        guard let end = text.range(of: "\r\n\r\n") else { throw RunnerError("no complete response: \(text.prefix(200))") }
+        var lines = text[..<end.lowerBound].components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw RunnerError("bad status line: \(text.prefix(80))") }
+        let headers = lines.compactMap { line -> (name: String, value: String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        return Response(status: status, headers: headers, body: String(text[end.upperBound...]))
+    }
 }

@@ -117,4 +117,12 @@ public enum ASCII {
     public static func lowercased(_ text: String) -> String {
         String(decoding: text.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
+
+    /// True when both have the same bytes up to ASCII letter case (header names; never Unicode case folding).
+    public static func equalIgnoringCase(_ left: String, _ right: String) -> Bool {
+        left.utf8.count == right.utf8.count
+            && zip(left.utf8, right.utf8).allSatisfy { a, b in
+                a == b || (a | 0x20 == b | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(a | 0x20))
+            }
+    }
 }

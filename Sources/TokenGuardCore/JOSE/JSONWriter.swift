@@ -9,7 +9,17 @@ public enum JSONWriter {
 
     public static func string(_ value: JSONValue) -> String { String(decoding: bytes(value), as: UTF8.self) }
 
-    public static func write(_ value: JSONValue, into out: inout [UInt8]) {
+    /// Compact JSON in printable ASCII only: every byte 0x20...0x7E. Characters outside it are written as `\u`
+    /// escapes (surrogate pairs above U+FFFF), so the text can travel where a control byte or non-ASCII byte must
+    /// never appear (an HTTP header value).
+    public static func asciiBytes(_ value: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        write(value, into: &out, asciiOnly: true)
+        return out
+    }
+
+    public static func write(_ value: JSONValue, into out: inout [UInt8], asciiOnly: Bool = false) {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -20,21 +30,21 @@ public enum JSONWriter {
             } else {
                 out.append(contentsOf: "\(d)".utf8)
             }
-        case .string(let s): writeString(s, into: &out)
+        case .string(let s): asciiOnly ? writeASCIIString(s, into: &out) : writeString(s, into: &out)
         case .array(let values):
             out.append(UInt8(ascii: "["))
             for (index, element) in values.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                write(element, into: &out)
+                write(element, into: &out, asciiOnly: asciiOnly)
             }
             out.append(UInt8(ascii: "]"))
         case .object(let object):
             out.append(UInt8(ascii: "{"))
             for (index, member) in object.members.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(member.name, into: &out)
+                asciiOnly ? writeASCIIString(member.name, into: &out) : writeString(member.name, into: &out)
                 out.append(UInt8(ascii: ":"))
-                write(member.value, into: &out)
+                write(member.value, into: &out, asciiOnly: asciiOnly)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -56,6 +66,25 @@ public enum JSONWriter {
                 out.append(hexDigits[Int(byte >> 4)])
                 out.append(hexDigits[Int(byte & 0xF)])
             default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// A JSON string with everything outside printable ASCII escaped as `\uXXXX`.
+    static func writeASCIIString(_ string: String, into out: inout [UInt8]) {
+        func escape(_ unit: UInt16) {
+            out.append(contentsOf: [0x5C, UInt8(ascii: "u")])
+            for shift in stride(from: 12, through: 0, by: -4) { out.append(hexDigits[Int((unit >> UInt16(shift)) & 0xF)]) }
+        }
+        out.append(UInt8(ascii: "\""))
+        for scalar in string.unicodeScalars {
+            switch scalar.value {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x20..<0x7F: out.append(UInt8(scalar.value))
+            default:
+                for unit in String(scalar).utf16 { escape(unit) }
             }
         }
         out.append(UInt8(ascii: "\""))

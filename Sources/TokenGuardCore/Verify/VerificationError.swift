@@ -23,6 +23,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case invalidTokenType = "invalid_token_type"
     /// 403: caller keys are configured and the request carries none or a wrong one.
     case callerNotAllowed = "caller_not_allowed"
+    /// 401, forward-auth only: the request carries no token (no `Authorization`, token header or cookie).
+    case tokenMissing = "token_missing"
     /// 503: the request was not answered within `server.request_timeout_seconds` (retryable; not a verdict).
     case requestTimeout = "request_timeout"
 

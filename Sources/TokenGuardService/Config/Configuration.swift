@@ -83,6 +83,8 @@ package struct ProviderConfiguration: Sendable {
     package var devIdP = false
     /// `replay: false`: this provider is left out of replay protection.
     package var replayOptOut = false
+    /// How `/v1/authz/{provider}` reads and answers (`forward_auth`; defaults when the block is absent).
+    package var forwardAuth = ForwardAuthPolicy()
 
     package init(name: String, kind: ProviderKind, settings: Settings, devIdP: Bool = false) {
         self.name = name
@@ -129,6 +131,8 @@ package struct OpaqueProviderSettings: Sendable {
     package let baseURL: String
     /// How long a positive answer is cached (default 60 s; never past the token's own expiry).
     package let cacheSeconds: Double
+    /// Bounds on calls to the inspection API (`max_concurrent_inspections`, `max_inspections_per_second`).
+    package var inspectionLimits = InspectionLimiter.Limits()
 }
 
 extension Configuration {
@@ -240,9 +244,10 @@ extension Configuration {
                 // Provider names are identities that requests must match byte for byte: plain ASCII only, so no two
                 // names can be different bytes yet equal as Swift strings, and each appears once (YAML would let
                 // `1:` and `"1":` both through).
-                guard !name.isEmpty, name.utf8.count <= 64,
+                // "." and ".." are path segments with a meaning of their own (a provider name is one in /v1/authz/{provider}).
+                guard !name.isEmpty, name.utf8.count <= 64, name != ".", name != "..",
                     name.utf8.allSatisfy({ CompactJWSAlphabet.isAllowed($0) })
-                else { throw ConfigError(node.key, "a provider name must be 1 to 64 characters of A-Z, a-z, 0-9, -, _ and .") }
+                else { throw ConfigError(node.key, "a provider name must be 1 to 64 characters of A-Z, a-z, 0-9, -, _ and . (not . or ..)") }
                 guard seen.insert(ByteKey(name)).inserted else { throw ConfigError(node.key, "provider \(name) is configured twice") }
                 configuration.providers.append(
                     try parseProvider(name: name, node: node, defaults: configuration, baseDirectory: baseDirectory, environment: environment))
@@ -269,7 +274,7 @@ extension Configuration {
         guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
         let fields = try node.mapping(allowed: [
             "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp", "replay",
-            "jwks_hosts", "token_types", "authorized_parties",
+            "jwks_hosts", "token_types", "authorized_parties", "forward_auth",
         ])
         let devIdP = try fields["dev_idp"]?.bool() ?? false
         let replayOptOut = try (fields["replay"]?.bool()).map { !$0 } ?? false
@@ -368,6 +373,7 @@ extension Configuration {
         }
         var provider = ProviderConfiguration(name: name, kind: kind, settings: .jws(policy, keys), devIdP: devIdP)
         provider.replayOptOut = replayOptOut
+        if let block = fields["forward_auth"] { provider.forwardAuth = try parseForwardAuth(block) }
         return provider
     }
 
@@ -376,7 +382,9 @@ extension Configuration {
     ) throws(ConfigError) -> ProviderConfiguration {
         let isGitHub = kind == .github
         let (idKey, secretKey, urlKey) = isGitHub ? ("client_id", "client_secret_env", "api_url") : ("app_id", "app_secret_env", "graph_url")
-        let fields = try node.mapping(allowed: ["kind", idKey, secretKey, urlKey, "cache_seconds", "dev_idp"])
+        let fields = try node.mapping(allowed: [
+            "kind", idKey, secretKey, urlKey, "cache_seconds", "dev_idp", "forward_auth", "max_concurrent_inspections", "max_inspections_per_second",
+        ])
         let devIdP = try fields["dev_idp"]?.bool() ?? false
         guard let idNode = fields[idKey] else { throw ConfigError("\(node.key).\(idKey)", "is required for kind \(kind.rawValue)") }
         let clientID = try idNode.string()
@@ -395,12 +403,72 @@ extension Configuration {
         }
         let baseURL = try fields[urlKey]?.url(allowLoopbackHTTP: devIdP) ?? (isGitHub ? "https://api.github.com" : "https://graph.facebook.com")
         let cacheSeconds = Double(try fields["cache_seconds"]?.int(in: 0...3600) ?? 60)
-        return ProviderConfiguration(
+        var limits = InspectionLimiter.Limits()
+        if let value = fields["max_concurrent_inspections"] { limits.maximumConcurrent = try value.int(in: 1...1024) }
+        if let value = fields["max_inspections_per_second"] { limits.maximumPerSecond = Double(try value.int(in: 1...100_000)) }
+        var provider = ProviderConfiguration(
             name: name, kind: kind,
             settings: .opaque(
                 OpaqueProviderSettings(
-                    clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds)),
+                    clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds,
+                    inspectionLimits: limits)),
             devIdP: devIdP)
+        if let block = fields["forward_auth"] { provider.forwardAuth = try parseForwardAuth(block) }
+        return provider
+    }
+
+    /// A provider's `forward_auth` block: header and cookie names are validated, claim headers checked for
+    /// names that could never be claims and for duplicates (names are case-insensitive).
+    static func parseForwardAuth(_ node: ConfigNode) throws(ConfigError) -> ForwardAuthPolicy {
+        let fields = try node.mapping(allowed: ["token_header", "token_cookie", "nonce_header", "mode", "claim_headers"])
+        var policy = ForwardAuthPolicy()
+        func headerName(_ node: ConfigNode) throws(ConfigError) -> String {
+            let name = try node.string()
+            guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy(HTTPToken.isTokenCharacter) else {
+                throw ConfigError(node.key, "must be an HTTP header name (RFC 9110 token characters)")
+            }
+            return ASCII.lowercased(name)
+        }
+        if let node = fields["token_header"] { policy.tokenHeader = node.isNull ? nil : try headerName(node) }
+        if let node = fields["token_cookie"], !node.isNull {
+            let name = try node.string()
+            guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy(HTTPToken.isTokenCharacter) else {
+                throw ConfigError(node.key, "must be a cookie name (RFC 6265 token characters)")
+            }
+            policy.tokenCookie = name
+        }
+        guard policy.tokenHeader != nil || policy.tokenCookie != nil else {
+            throw ConfigError(node.key, "needs token_header or token_cookie (or both)")
+        }
+        if let node = fields["nonce_header"] { policy.nonceHeader = try headerName(node) }
+        if policy.tokenHeader == policy.nonceHeader { throw ConfigError(node.key, "token_header and nonce_header must differ") }
+        if let node = fields["mode"] {
+            guard let mode = ForwardAuthPolicy.Mode(rawValue: try node.string()) else { throw ConfigError(node.key, "must be enforce or shadow") }
+            policy.mode = mode
+        }
+        if let block = fields["claim_headers"] {
+            var seen: Set<String> = []
+            for (name, sourceNode) in try block.entries() {
+                let sourceText = try sourceNode.string()
+                guard let source = ClaimSource(parsing: sourceText) else {
+                    throw ConfigError(
+                        sourceNode.key,
+                        "\"\(sourceText.prefix(64))\" is not a claim source (user_id, subject, tenant_id, email, issuer, audience, expires_at, claims.NAME)"
+                    )
+                }
+                let header: ClaimHeader
+                switch ClaimHeader.make(name: name, source: source) {
+                case .success(let made): header = made
+                case .failure(let error): throw ConfigError(sourceNode.key, error.message)
+                }
+                guard seen.insert(header.name).inserted else { throw ConfigError(sourceNode.key, "header \(header.name) is listed twice") }
+                guard header.name != policy.tokenHeader, header.name != policy.nonceHeader else {
+                    throw ConfigError(sourceNode.key, "\(header.name) is the header the token or nonce comes in")
+                }
+                policy.claimHeaders.append(header)
+            }
+        }
+        return policy
     }
 }
 
@@ -441,6 +509,9 @@ struct ConfigNode {
         guard case .scalar(let scalar) = node else { throw ConfigError(key, "must be a string") }
         return scalar.string
     }
+
+    /// True for a YAML null (`null`, `~` or an empty value).
+    var isNull: Bool { node.null != nil }
 
     func int(in range: ClosedRange<Int>) throws(ConfigError) -> Int {
         guard case .scalar = node, let value = node.int else { throw ConfigError(key, "must be an integer") }

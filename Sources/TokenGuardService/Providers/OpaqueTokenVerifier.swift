@@ -20,15 +20,17 @@ package protocol OpaqueTokenInspector: Sendable {
 package struct OpaqueTokenVerifier: Sendable {
     package let inspector: any OpaqueTokenInspector
     package let cache: OpaqueVerdictCache
+    package let limiter: InspectionLimiter
     private let logger: Logger
     private let clock: WallClock
 
     package init(
-        inspector: any OpaqueTokenInspector, cache: OpaqueVerdictCache = OpaqueVerdictCache(), logger: Logger = Logger(label: "tokenguard.opaque"),
-        clock: WallClock = .system
+        inspector: any OpaqueTokenInspector, cache: OpaqueVerdictCache = OpaqueVerdictCache(), limits: InspectionLimiter.Limits = .init(),
+        logger: Logger = Logger(label: "tokenguard.opaque"), clock: WallClock = .system
     ) {
         self.inspector = inspector
         self.cache = cache
+        self.limiter = InspectionLimiter(limits: limits, now: clock.now)
         self.logger = logger
         self.clock = clock
     }
@@ -40,7 +42,13 @@ package struct OpaqueTokenVerifier: Sendable {
             Counter(label: "tokenguard_cache_hits_total", dimensions: [("provider", inspector.providerName), ("cache", "opaque")]).increment()
             return cached
         }
+        if let reason = limiter.acquire(now: now) {
+            Counter(label: "tokenguard_inspections_refused_total", dimensions: [("provider", inspector.providerName)]).increment()
+            return .failure(
+                VerificationError(.keysUnavailable, "\(inspector.providerName) token inspection is busy: \(reason)", retryAfterSeconds: 1))
+        }
         let result = await inspector.inspect(token, now: now)
+        limiter.release()
         cache.store(token, result, now: now)
         if case .failure(let error) = result, error.code.isRetryable {
             logger.warning(

@@ -13,6 +13,10 @@ package struct VerifierRegistry: Sendable {
     package let replayGuards: [String: ReplayGuard]
     /// The replay store, when replay protection is on (for readiness).
     package let replayStore: (any ReplayStore)?
+    /// How each provider answers gateway checks (`forward_auth`); a provider without the block uses the defaults.
+    package private(set) var forwardAuthPolicies: [String: ForwardAuthPolicy] = [:]
+    /// The largest token accepted (`max_token_bytes`), for reading credentials out of headers.
+    package private(set) var maxTokenBytes = ProviderPolicy.defaultMaxTokenBytes
     private let clock: WallClock
     /// The configured provider names by their bytes: a request's name must match one byte for byte, and from then
     /// on only the configured name is used (verdicts, metrics, cache and replay keys).
@@ -70,7 +74,8 @@ package struct VerifierRegistry: Sendable {
                         fetcher: fetcher)
                 }
                 opaque[provider.name] = OpaqueTokenVerifier(
-                    inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: settings.cacheSeconds), clock: clock)
+                    inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: settings.cacheSeconds), limits: settings.inspectionLimits,
+                    clock: clock)
             }
         }
         var guards: [String: ReplayGuard] = [:]
@@ -87,6 +92,13 @@ package struct VerifierRegistry: Sendable {
             }
         }
         self.init(verifiers: verifiers, opaqueVerifiers: opaque, replayGuards: guards, replayStore: store, clock: clock)
+        for provider in configuration.providers { forwardAuthPolicies[provider.name] = provider.forwardAuth }
+        maxTokenBytes = configuration.maxTokenBytes
+    }
+
+    /// The forward-auth policy of a configured provider (by its configured name).
+    package func forwardAuthPolicy(_ configuredProvider: String) -> ForwardAuthPolicy {
+        forwardAuthPolicies[configuredProvider] ?? ForwardAuthPolicy()
     }
 
     private static func keySource(
@@ -131,15 +143,17 @@ package struct VerifierRegistry: Sendable {
 
     /// One verification, with its explanation when `explain` is set. The signature is checked once and an
     /// explained request claims the token in the replay store exactly as a plain one does.
+    /// - Parameter claimReplay: false for a gateway check, where the same bearer token comes with every request: the
+    ///   token is verified (and cached) but never claimed in the replay store.
     package func verify(
-        provider requested: String, token: String, nonce: String?, at: Int64?, explain: Bool
+        provider requested: String, token: String, nonce: String?, at: Int64?, explain: Bool, claimReplay: Bool = true
     ) async -> (result: VerificationResult, explanation: Explanation?) {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
         if let verifier = verifiers[provider] {
             let (result, explanation) = await verifier.verifyRefreshingKeys(
                 token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil, explain: explain)
             // Replay protection runs last, on tokens presented now (a logged token checked at a past time is not a use).
-            guard at == nil, let replay = replayGuards[provider] else { return (result, explanation) }
+            guard at == nil, claimReplay, let replay = replayGuards[provider] else { return (result, explanation) }
             let checked = await replay.check(result, provider: provider, token: token)
             return (checked, explanation.map { Self.withReplay($0, result: result, checked: checked) })
         }

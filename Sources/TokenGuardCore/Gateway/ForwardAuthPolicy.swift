@@ -1,0 +1,173 @@
+/// How a provider answers gateway checks (`/v1/authz/{provider}`; config `forward_auth`): where the token and the
+/// nonce come from, whether a refusal is enforced or only reported, and which verdict fields go to the upstream as
+/// headers.
+public struct ForwardAuthPolicy: Sendable, Equatable {
+    public enum Mode: String, Sendable, Equatable {
+        /// Refusals are 401s: the gateway stops the request.
+        case enforce
+        /// Every check answers 200 with the would-be verdict in `X-Tokenguard-Verdict` (rolling a verifier in).
+        case shadow
+    }
+
+    /// The lower-case header the token is read from: `authorization` (as `Bearer <token>`) or another header holding
+    /// the token itself. nil: only the cookie.
+    public var tokenHeader: String?
+    /// A cookie holding the token, used when the header is absent.
+    public var tokenCookie: String?
+    /// The lower-case header carrying the raw nonce, if any.
+    public var nonceHeader: String
+    public var mode: Mode
+    public var claimHeaders: [ClaimHeader]
+
+    public init(
+        tokenHeader: String? = "authorization", tokenCookie: String? = nil, nonceHeader: String = "x-tokenguard-nonce", mode: Mode = .enforce,
+        claimHeaders: [ClaimHeader] = []
+    ) {
+        self.tokenHeader = tokenHeader
+        self.tokenCookie = tokenCookie
+        self.nonceHeader = nonceHeader
+        self.mode = mode
+        self.claimHeaders = claimHeaders
+    }
+
+    /// A claim header value longer than this is left out (and counted).
+    public static let maximumClaimValueBytes = 4096
+    /// All claim headers together (names, values and separators) stay under this.
+    public static let maximumClaimHeaderBytes = 8192
+
+    /// The claim headers for a verified token, in configured order: each whose value exists and fits, and how many
+    /// were left out for their size.
+    public func claimHeaderValues(for verdict: Verdict) -> (headers: [(name: String, value: String)], omitted: Int) {
+        var headers: [(name: String, value: String)] = []
+        var omitted = 0
+        var total = 0
+        for header in claimHeaders {
+            guard let value = header.source.value(in: verdict) else { continue }
+            let encoded = ClaimHeaderValue.encode(value)
+            let size = header.name.utf8.count + 2 + encoded.utf8.count + 2
+            guard encoded.utf8.count <= Self.maximumClaimValueBytes, total + size < Self.maximumClaimHeaderBytes else {
+                omitted += 1
+                continue
+            }
+            total += size
+            headers.append((header.name, encoded))
+        }
+        return (headers, omitted)
+    }
+}
+
+/// One configured claim header: a validated lower-case name and the verdict field it carries.
+public struct ClaimHeader: Sendable, Equatable {
+    public let name: String
+    public let source: ClaimSource
+
+    /// Names that belong to the connection, the message framing or tokenguard itself, never to a claim.
+    public static let reservedNames: Set<String> = [
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding",
+        "upgrade", "content-length", "content-type", "content-encoding", "host", "authorization", "cookie", "set-cookie",
+        "www-authenticate", "retry-after", "date", "server", "location", "expect",
+    ]
+
+    /// A claim header, or why the name cannot be one: RFC 9110 token characters only, at most 64 bytes, not a
+    /// hop-by-hop, framing or `X-Tokenguard-*` name. The name is kept lower-case.
+    public static func make(name: String, source: ClaimSource) -> Result<ClaimHeader, ClaimHeaderError> {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count <= 64, bytes.allSatisfy(HTTPToken.isTokenCharacter) else {
+            return .failure(ClaimHeaderError("\"\(name.prefix(64))\" is not an HTTP header name (RFC 9110 token characters, 1 to 64)"))
+        }
+        let lower = ASCII.lowercased(name)
+        guard !reservedNames.contains(lower) else { return .failure(ClaimHeaderError("\(lower) is a reserved header name")) }
+        guard !lower.hasPrefix("x-tokenguard-") else { return .failure(ClaimHeaderError("X-Tokenguard-* names are tokenguard's own")) }
+        return .success(ClaimHeader(name: lower, source: source))
+    }
+
+    private init(name: String, source: ClaimSource) {
+        self.name = name
+        self.source = source
+    }
+}
+
+public struct ClaimHeaderError: Error, Sendable, Equatable {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+}
+
+/// The verdict field a claim header carries.
+public enum ClaimSource: Sendable, Equatable {
+    case userID, subject, tenantID, issuer, audience, expiresAt
+    /// The email address, only when the provider vouches for it (`email_verified` true).
+    case verifiedEmail
+    /// A payload claim by path (`claims.groups`, `claims.address.country`); `claims.email` is the raw, unverified
+    /// claim.
+    case claim([String])
+
+    /// Parses a config value: `user_id`, `subject`, `tenant_id`, `email`, `issuer`, `audience`, `expires_at`, or
+    /// `claims.<name>[.<name>...]`.
+    public init?(parsing text: String) {
+        switch text {
+        case "user_id": self = .userID
+        case "subject": self = .subject
+        case "tenant_id": self = .tenantID
+        case "email": self = .verifiedEmail
+        case "issuer": self = .issuer
+        case "audience": self = .audience
+        case "expires_at": self = .expiresAt
+        default:
+            guard text.utf8.starts(with: "claims.".utf8), text.utf8.count <= 256 else { return nil }
+            let path = text.utf8.dropFirst(7).split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+            guard !path.isEmpty, path.allSatisfy({ !$0.isEmpty }) else { return nil }
+            self = .claim(path.map { String(decoding: $0, as: UTF8.self) })
+        }
+    }
+
+    /// The value in a verdict, or nil when the token does not carry it.
+    public func value(in verdict: Verdict) -> JSONValue? {
+        switch self {
+        case .userID: return .string(verdict.userID)
+        case .subject: return .string(verdict.subject)
+        case .tenantID: return verdict.tenantID.map(JSONValue.string)
+        case .verifiedEmail: return verdict.emailVerified ? verdict.email.map(JSONValue.string) : nil
+        case .issuer: return .string(verdict.issuer)
+        case .audience: return .string(verdict.audience)
+        case .expiresAt: return verdict.expiresAt.map(JSONValue.integer)
+        case .claim(let path):
+            var object = verdict.claims
+            for (index, name) in path.enumerated() {
+                guard let value = object[name] else { return nil }
+                if index == path.count - 1 { return value == .null ? nil : value }
+                guard let next = value.objectValue else { return nil }
+                object = next
+            }
+            return nil
+        }
+    }
+}
+
+/// How a claim value is written into a header: a string of printable ASCII as it is; anything else (numbers,
+/// booleans, arrays, objects, strings with any other character) as compact JSON in printable ASCII with `\u`
+/// escapes. No value can carry CR, LF, NUL or any byte a header parser might split on or mangle.
+public enum ClaimHeaderValue {
+    public static func encode(_ value: JSONValue) -> String {
+        if case .string(let string) = value, !string.isEmpty, string.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }),
+            string.utf8.first != 0x20, string.utf8.last != 0x20
+        {
+            return string
+        }
+        return String(decoding: JSONWriter.asciiBytes(value), as: UTF8.self)
+    }
+}
+
+/// RFC 9110 `token` characters (header names, cookie names, auth schemes).
+public enum HTTPToken {
+    @inlinable
+    public static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "*"),
+            UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"),
+            UInt8(ascii: "~"):
+            return true
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Testing
+import TokenGuardCore
+import TokenGuardTestSupport
+
+/// Reading credentials out of a gateway's forwarded headers, and writing claims into headers.
+struct ForwardAuthTests {
+    let policy = ForwardAuthPolicy()
+    let token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
+
+    func read(_ headers: [(String, String)], policy: ForwardAuthPolicy? = nil, max: Int = 100) -> Result<ForwardAuthCredentials, VerificationError> {
+        ForwardAuthCredentials.read(headers.map { (name: $0.0, value: $0.1) }, policy: policy ?? self.policy, maxTokenBytes: max)
+    }
+
+    func code(_ result: Result<ForwardAuthCredentials, VerificationError>) -> String? {
+        if case .failure(let error) = result { return error.code.rawValue }
+        return nil
+    }
+
+    @Test("Bearer in any case with one space or more; nothing else is a bearer token")
+    func bearerScheme() throws {
+        for value in ["Bearer \(token)", "bearer \(token)", "BEARER \(token)", "bEaReR   \(token)"] {
+            #expect(try read([("Authorization", value)]).get().token == token, "\(value.prefix(12))")
+        }
+        for value in [
+            "Bearer", "Bearer ", "Bearer\t\(token)", "Bearer\(token)", "Basic \(token)", "Bearerx \(token)", token, " Bearer \(token)",
+            "Bear \(token)",
+        ] {
+            #expect(code(read([("Authorization", value)])) == "malformed_token", "\(value.prefix(12))")
+        }
+        // Header names in any case; the value is the token's bytes as sent (the verifier refuses any byte outside the alphabet).
+        #expect(try read([("AUTHORIZATION", "Bearer \(token)")]).get().token == token)
+        #expect(try read([("authorization", "Bearer \(token) ")]).get().token == "\(token) ")
+    }
+
+    @Test("an Authorization header over max_token_bytes + 7 is token_too_large; exactly at the limit is read")
+    func bearerLimit() throws {
+        let atLimit = String(repeating: "a", count: 100)
+        #expect(try read([("Authorization", "Bearer \(atLimit)")]).get().token == atLimit)
+        #expect(code(read([("Authorization", "Bearer \(atLimit)a")])) == "token_too_large")
+        #expect(code(read([("Authorization", "Bearer  \(atLimit)")])) == "token_too_large")
+        #expect(code(read([("Authorization", String(repeating: "x", count: 1 << 20))])) == "token_too_large")
+    }
+
+    @Test("two Authorization headers, two token cookies or two nonce headers are refused, never first-wins")
+    func ambiguity() {
+        #expect(code(read([("Authorization", "Bearer \(token)"), ("authorization", "Bearer \(token)")])) == "malformed_token")
+        #expect(code(read([("Authorization", "Bearer \(token)"), ("Authorization", "")])) == "malformed_token")
+        #expect(
+            code(read([("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", "a"), ("x-tokenguard-nonce", "a")])) == "malformed_token")
+        let cookie = ForwardAuthPolicy(tokenHeader: nil, tokenCookie: "id_token")
+        #expect(code(read([("Cookie", "id_token=\(token); id_token=\(token)")], policy: cookie)) == "malformed_token")
+        #expect(code(read([("Cookie", "id_token=\(token)"), ("cookie", "a=b; id_token=x")], policy: cookie)) == "malformed_token")
+    }
+
+    @Test("the token cookie: found among others, quoted, case-sensitive by name; the header wins when both are present")
+    func cookies() throws {
+        let cookie = ForwardAuthPolicy(tokenHeader: nil, tokenCookie: "id_token")
+        #expect(try read([("Cookie", "a=1; id_token=\(token); b=2")], policy: cookie).get().token == token)
+        #expect(try read([("Cookie", "id_token=\"\(token)\"")], policy: cookie).get().token == token)
+        #expect(try read([("cookie", "x=1"), ("Cookie", "id_token=\(token)")], policy: cookie).get().token == token)
+        #expect(code(read([("Cookie", "ID_TOKEN=\(token)")], policy: cookie)) == "token_missing")
+        #expect(code(read([("Cookie", "xid_token=\(token); id_token_x=1")], policy: cookie)) == "token_missing")
+        #expect(code(read([("Cookie", "id_token=")], policy: cookie)) == "malformed_token")
+        #expect(code(read([("Cookie", "id_token=" + String(repeating: "a", count: 101))], policy: cookie)) == "token_too_large")
+        let both = ForwardAuthPolicy(tokenHeader: "authorization", tokenCookie: "id_token")
+        #expect(try read([("Cookie", "id_token=cookie.token.x"), ("Authorization", "Bearer \(token)")], policy: both).get().token == token)
+        #expect(try read([("Cookie", "id_token=\(token)")], policy: both).get().token == token)
+        // A header that is present but wrong is not skipped in favour of the cookie.
+        #expect(code(read([("Cookie", "id_token=\(token)"), ("Authorization", "Basic abc")], policy: both)) == "malformed_token")
+    }
+
+    @Test("a custom token header carries the token itself; the nonce header is optional and bounded")
+    func customHeaderAndNonce() throws {
+        let custom = ForwardAuthPolicy(tokenHeader: "x-id-token", nonceHeader: "x-nonce")
+        let read1 = try read([("X-Id-Token", token), ("X-Nonce", "raw-nonce")], policy: custom).get()
+        #expect(read1 == ForwardAuthCredentials(token: token, nonce: "raw-nonce"))
+        #expect(code(read([("Authorization", "Bearer \(token)")], policy: custom)) == "token_missing")
+        #expect(code(read([("X-Id-Token", "")], policy: custom)) == "malformed_token")
+        #expect(try read([("Authorization", "Bearer \(token)")]).get().nonce == nil)
+        #expect(code(read([("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", "")])) == "malformed_token")
+        let long = String(repeating: "n", count: TokenVerifier.maximumNonceBytes + 1)
+        #expect(code(read([("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", long)])) == "malformed_token")
+        #expect(code(read([])) == "token_missing")
+    }
+
+    // MARK: - Claim headers
+
+    func verdict(claims: JSONObject, email: String? = nil, verified: Bool = false) -> Verdict {
+        Verdict(
+            provider: "apple", subject: "sub-1", userID: "user-1", issuer: "https://appleid.apple.com", audience: "com.example.app",
+            expiresAt: 1_800_000_000, issuedAt: nil, keyID: nil, email: email, emailVerified: verified, tenantID: nil, claims: claims)
+    }
+
+    func header(_ name: String, _ source: String) throws -> ClaimHeader {
+        try ClaimHeader.make(name: name, source: try #require(ClaimSource(parsing: source))).get()
+    }
+
+    @Test("claim header names: token characters, not reserved, not X-Tokenguard-*, kept lower-case")
+    func claimHeaderNames() throws {
+        #expect(try header("X-User-Id", "user_id").name == "x-user-id")
+        for bad in [
+            "", "x user", "x-user:", "x-üser", "x\r\nset-cookie", "Connection", "transfer-encoding", "Content-Length", "Host", "X-Tokenguard-Verdict",
+            "x-tokenguard-anything", "Set-Cookie", "WWW-Authenticate", String(repeating: "x", count: 65),
+        ] {
+            #expect(throws: ClaimHeaderError.self, "\(bad)") { try ClaimHeader.make(name: bad, source: .userID).get() }
+        }
+        #expect(ClaimSource(parsing: "claims.") == nil)
+        #expect(ClaimSource(parsing: "claims.a..b") == nil)
+        #expect(ClaimSource(parsing: "claims") == nil)
+        #expect(ClaimSource(parsing: "email_verified") == nil)
+        #expect(ClaimSource(parsing: "claims.address.country") == .claim(["address", "country"]))
+    }
+
+    @Test("sources: absent claims add no header; email only when verified; claims.email is the raw claim")
+    func claimSources() throws {
+        let policy = ForwardAuthPolicy(claimHeaders: [
+            try header("x-user-id", "user_id"), try header("x-email", "email"), try header("x-raw-email", "claims.email"),
+            try header("x-tenant", "tenant_id"), try header("x-country", "claims.address.country"), try header("x-missing", "claims.nope"),
+            try header("x-null", "claims.gone"), try header("x-exp", "expires_at"), try header("x-aud", "audience"),
+        ])
+        let claims = JSONObject([
+            ("email", .string("a@example.com")), ("address", .object(JSONObject([("country", .string("NZ"))]))), ("gone", .null),
+        ])
+        let unverified = policy.claimHeaderValues(for: verdict(claims: claims, email: "a@example.com", verified: false))
+        #expect(unverified.headers.map(\.name) == ["x-user-id", "x-raw-email", "x-country", "x-exp", "x-aud"])
+        #expect(unverified.headers.map(\.value) == ["user-1", "a@example.com", "NZ", "1800000000", "com.example.app"])
+        let verified = policy.claimHeaderValues(for: verdict(claims: claims, email: "a@example.com", verified: true))
+        #expect(verified.headers.map(\.name).contains("x-email"))
+    }
+
+    @Test("no claim value can inject or split a header: CR, LF, NUL, 1 MB, nested objects, non-ASCII names")
+    func claimValuesCannotInject() throws {
+        let hostile: [JSONValue] = [
+            .string("a\r\nSet-Cookie: session=evil"), .string("x\ny"), .string("nul\u{0}byte"), .string("\u{7F}del"), .string("ünïcødé"),
+            .string("\u{2028}\u{2029}\u{85}"), .string(" leading"), .string("trailing "), .string(""), .string("😀"),
+            .object(JSONObject([("ключ\r\n", .string("значение")), ("a", .array([.string("\r\n"), .integer(1), .bool(true), .null]))])),
+            .array([.object(JSONObject([("x", .object(JSONObject([("y", .string("\u{0}"))])))]))]), .number(1.5), .integer(-7), .bool(false),
+        ]
+        for value in hostile {
+            let encoded = ClaimHeaderValue.encode(value)
+            #expect(!encoded.isEmpty && encoded.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }, "\(encoded)")
+            #expect(encoded.utf8.first != 0x20 && encoded.utf8.last != 0x20)
+            // What is not a plain printable string is JSON that parses back to the same value.
+            if case .string(let text) = value, text == encoded { continue }
+            #expect(try JSONParser.parse(Array(encoded.utf8)) == value, "\(encoded)")
+        }
+        var random = SeededRandom(seed: 0x5EED)
+        for _ in 0..<2000 {
+            let scalars = (0..<Int.random(in: 0...12, using: &random)).compactMap { _ in
+                Unicode.Scalar(UInt32.random(in: 0...0x10FFFF, using: &random)).flatMap { (0xD800...0xDFFF).contains($0.value) ? nil : $0 }
+            }
+            let text = String(String.UnicodeScalarView(scalars))
+            let encoded = ClaimHeaderValue.encode(.object(JSONObject([(text, .string(text))])))
+            #expect(encoded.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F })
+            #expect(try JSONParser.parse(Array(encoded.utf8)) == .object(JSONObject([(text, .string(text))])))
+        }
+    }
+
+    @Test("a value over 4 KiB is left out and counted; all claim headers together stay under 8 KiB")
+    func claimHeaderSizes() throws {
+        let big = String(repeating: "a", count: 1 << 20)
+        let policy = ForwardAuthPolicy(claimHeaders: [
+            try header("x-big", "claims.big"), try header("x-a", "claims.a"), try header("x-b", "claims.b"), try header("x-c", "claims.c"),
+            try header("x-user-id", "user_id"),
+        ])
+        let three = String(repeating: "b", count: 3000)
+        let claims = JSONObject([("big", .string(big)), ("a", .string(three)), ("b", .string(three)), ("c", .string(three))])
+        let (headers, omitted) = policy.claimHeaderValues(for: verdict(claims: claims))
+        #expect(headers.map(\.name) == ["x-a", "x-b", "x-user-id"])
+        #expect(omitted == 2)
+        #expect(headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } < ForwardAuthPolicy.maximumClaimHeaderBytes)
+        let exactly = String(repeating: "c", count: ForwardAuthPolicy.maximumClaimValueBytes)
+        let edge = policy.claimHeaderValues(for: verdict(claims: JSONObject([("big", .string(exactly)), ("a", .string(exactly + "c"))])))
+        #expect(edge.headers.map(\.name) == ["x-big", "x-user-id"])
+        #expect(edge.omitted == 1)
+    }
+}
