@@ -12,20 +12,56 @@ import TokenGuardTestSupport
 /// Client and server share this machine's cores, so the figures are a floor, not a ceiling.
 enum HTTPLoad {
     struct Result {
+        var label: String
         var maximumPerSecond: Double
         /// (fraction of maximum, achieved per second, p50, p99, p99.9 in milliseconds)
         var latency: [(Double, Double, Double, Double, Double)]
     }
 
-    static func run(fixture: Fixture, seconds: Double, connections: Int = 16) async throws -> Result {
+    /// One kind of request measured against a server with or without the verified-token cache.
+    struct Scenario: Sendable {
+        var label: String
+        var cached: Bool
+        var request: @Sendable (_ base: String, _ token: String, _ nonce: String) -> HTTPRequest
+    }
+
+    static let scenarios: [Scenario] = [
+        Scenario(label: "GET /healthz (the HTTP floor)", cached: false) { base, _, _ in HTTPRequest(url: base + "/healthz") },
+        Scenario(label: "POST /v1/verify RS256, full verification", cached: false) { base, token, nonce in verify(base, token, nonce) },
+        Scenario(label: "POST /v1/verify RS256, cached token", cached: true) { base, token, nonce in verify(base, token, nonce) },
+        Scenario(label: "forward-auth RS256, full verification", cached: false) { base, token, nonce in forwardAuth(base, token, nonce) },
+        Scenario(label: "forward-auth RS256, cached token", cached: true) { base, token, nonce in forwardAuth(base, token, nonce) },
+    ]
+
+    static func verify(_ base: String, _ token: String, _ nonce: String) -> HTTPRequest {
+        let body = Array("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}".utf8)
+        return HTTPRequest(url: base + "/v1/verify", method: .post, headers: [("Content-Type", "application/json")], body: body)
+    }
+
+    /// What nginx's auth_request sends: the original path below the provider, the bearer token and the nonce.
+    static func forwardAuth(_ base: String, _ token: String, _ nonce: String) -> HTTPRequest {
+        HTTPRequest(url: base + "/v1/authz/apple/api/orders?id=7", headers: [("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", nonce)])
+    }
+
+    /// Every scenario in turn, each against a fresh server child (cache on or off as the scenario says).
+    static func run(fixture: Fixture, seconds: Double, connections: Int = 16) async throws -> [Result] {
+        var results: [Result] = []
+        for scenario in scenarios { results.append(try await run(scenario, fixture: fixture, seconds: seconds, connections: connections)) }
+        return results
+    }
+
+    static func run(_ scenario: Scenario, fixture: Fixture, seconds: Double, connections: Int) async throws -> Result {
         let workspace = try TempWorkspace()
         let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([fixture.key]))
         let config = try workspace.write(
             "bench.yaml",
             """
-            token_cache_size: 0
+            token_cache_size: \(scenario.cached ? 10_000 : 0)
             providers:
-              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
+              apple:
+                audiences: ["\(ProviderTokens.appleAudience)"]
+                jwks_file: "\(jwks)"
+                forward_auth: { claim_headers: { x-user-id: user_id, x-email: email } }
             """)
         let port = try FreeLoopbackPort.pick()
         let child = Process()
@@ -52,9 +88,8 @@ enum HTTPLoad {
         // Fixture tokens are minted at a fixed time in the past; the server judges expiry at the real time, so
         // the load uses a token minted now with the same key and shape.
         let token = try fixture.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: fixture.nonce))
-        let body = Array("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(fixture.nonce)\"}".utf8)
-        let request = HTTPRequest(url: base + "/v1/verify", method: .post, headers: [("Content-Type", "application/json")], body: body)
-        guard (try? await client.send(request))?.status == 200 else { throw RunnerError("the bench server does not verify the token") }
+        let request = scenario.request(base, token, fixture.nonce)
+        guard (try? await client.send(request))?.status == 200 else { throw RunnerError("the bench server does not answer 200 to \(scenario.label)") }
 
         // Maximum throughput: every connection sends as fast as answers come back.
         let maximum = await closedLoop(client: client, request: request, connections: connections, seconds: seconds)
@@ -65,7 +100,7 @@ enum HTTPLoad {
             let sorted = samples.sorted()
             latency.append((fraction, achieved, Measure.percentile(sorted, 0.5), Measure.percentile(sorted, 0.99), Measure.percentile(sorted, 0.999)))
         }
-        return Result(maximumPerSecond: maximum, latency: latency)
+        return Result(label: scenario.label, maximumPerSecond: maximum, latency: latency)
     }
 
     static func closedLoop(client: CurlHTTPClient, request: HTTPRequest, connections: Int, seconds: Double) async -> Double {
