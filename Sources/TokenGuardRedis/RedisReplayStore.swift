@@ -10,12 +10,9 @@ import TokenGuardService
 /// Swift's cooperative pool. Connect and command timeouts bound every call; a failed connection is dropped and
 /// re-dialled on the next call, so the store recovers by itself when Redis comes back.
 package final class RedisReplayStore: ReplayStore {
-    package let host: String
-    package let port: Int
-    package let connectTimeoutMilliseconds: Int
-    package let commandTimeoutMilliseconds: Int
-    /// One connection per thread: the pool.
-    private let workers: ThreadConfinedWorkers<RedisConnection>
+    package var host: String { client.host }
+    package var port: Int { client.port }
+    private let client: RedisClient
 
     /// SET every key with EXAT, all or nothing. Returns 1 when recorded, 0 when any key existed. Each claim
     /// carries its own random id (ARGV[2]) as the value: when a command timed out but still ran in Redis (a pause,
@@ -38,27 +35,16 @@ package final class RedisReplayStore: ReplayStore {
 
     /// Parses `redis://host:port`.
     package init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws {
-        guard url.hasPrefix("redis://") else { throw RedisError("redis_url must be redis://HOST:PORT") }
-        let authority = url.dropFirst("redis://".count).prefix { $0 != "/" }
-        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
-        else { throw RedisError("redis_url must be redis://HOST:PORT") }
-        host = String(authority[..<colon])
-        self.port = port
-        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
-        self.commandTimeoutMilliseconds = commandTimeoutMilliseconds
-        let host = self.host
-        workers = ThreadConfinedWorkers(threads: connections, name: "tokenguard-redis") {
-            RedisConnection(host: host, port: port, connectMilliseconds: connectTimeoutMilliseconds, commandMilliseconds: commandTimeoutMilliseconds)
-        }
+        client = try RedisClient(
+            url: url, connections: connections, connectTimeoutMilliseconds: connectTimeoutMilliseconds,
+            commandTimeoutMilliseconds: commandTimeoutMilliseconds)
     }
-
-    deinit { workers.shutdown() }
 
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         var random = SystemRandomNumberGenerator()
         let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
         let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt), claimID]
-        let reply = await workers.run { $0.command(arguments) }
+        let reply = await client.command(arguments)
         switch reply {
         case .integer(1): return .success(true)
         case .integer(0): return .success(false)
@@ -70,7 +56,7 @@ package final class RedisReplayStore: ReplayStore {
     }
 
     package func health() async -> (ok: Bool, detail: String) {
-        switch await workers.run({ $0.command(["PING"]) }) {
+        switch await client.command(["PING"]) {
         case .status("PONG"): return (true, "redis \(host):\(port)")
         case .failure(let message): return (false, "redis \(host):\(port): \(message)")
         default: return (false, "redis \(host):\(port): unexpected PING reply")
@@ -78,15 +64,45 @@ package final class RedisReplayStore: ReplayStore {
     }
 }
 
+/// Connections to one Redis server: a fixed set of worker threads each owns one connection (the pool); blocking
+/// hiredis calls run there, never on Swift's cooperative pool.
+package final class RedisClient: Sendable {
+    package let host: String
+    package let port: Int
+    private let workers: ThreadConfinedWorkers<RedisConnection>
+
+    /// Parses `redis://host:port`.
+    package init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws {
+        guard url.hasPrefix("redis://") else { throw RedisError("redis_url must be redis://HOST:PORT") }
+        let authority = url.dropFirst("redis://".count).prefix { $0 != "/" }
+        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
+        else { throw RedisError("redis_url must be redis://HOST:PORT") }
+        let host = String(authority[..<colon])
+        self.host = host
+        self.port = port
+        workers = ThreadConfinedWorkers(threads: connections, name: "tokenguard-redis") {
+            RedisConnection(host: host, port: port, connectMilliseconds: connectTimeoutMilliseconds, commandMilliseconds: commandTimeoutMilliseconds)
+        }
+    }
+
+    deinit { workers.shutdown() }
+
+    func command(_ arguments: [String]) async -> RedisReply { await workers.run { $0.command(arguments) } }
+}
+
 package struct RedisError: Error, CustomStringConvertible {
     package let description: String
     package init(_ description: String) { self.description = description }
 }
 
-/// A Redis reply reduced to what the store needs.
+/// A Redis reply reduced to what the stores need.
 enum RedisReply: Sendable, Equatable {
     case integer(Int64)
     case status(String)
+    /// A bulk string (bytes, decoded as UTF-8).
+    case string(String)
+    case array([RedisReply])
+    case null
     case other
     case failure(String)
 }
@@ -154,11 +170,34 @@ enum RedisReply: Sendable, Equatable {
             return .failure(message.isEmpty ? "connection lost" : message)
         }
         defer { unsafe freeReplyObject(raw) }
-        let reply = unsafe raw.assumingMemoryBound(to: redisReply.self).pointee
+        return unsafe Self.convert(raw.assumingMemoryBound(to: redisReply.self).pointee, depth: 0)
+    }
+
+    /// Arrays longer than this are refused: nothing tokenguard stores has more (revocations are bounded too).
+    static let maximumArrayElements = 20_000_000
+
+    /// A hiredis reply as a Swift value; binary-safe for bulk strings (their length, not a NUL, ends them).
+    private static func convert(_ reply: redisReply, depth: Int) -> RedisReply {
         switch unsafe reply.type {
         case REDIS_REPLY_INTEGER: return unsafe .integer(Int64(reply.integer))
         case REDIS_REPLY_STATUS: return unsafe .status(reply.str.map { unsafe String(cString: $0) } ?? "")
         case REDIS_REPLY_ERROR: return unsafe .failure(reply.str.map { unsafe String(cString: $0) } ?? "error reply")
+        case REDIS_REPLY_NIL: return .null
+        case REDIS_REPLY_STRING:
+            guard let str = unsafe reply.str else { return .null }
+            let bytes = unsafe UnsafeRawBufferPointer(start: UnsafeRawPointer(str), count: Int(reply.len))
+            return unsafe .string(String(decoding: bytes, as: UTF8.self))
+        case REDIS_REPLY_ARRAY:
+            let count = unsafe Int(reply.elements)
+            guard depth < 4, count <= maximumArrayElements else { return .failure("reply too large or too deep") }
+            guard count > 0, let elements = unsafe reply.element else { return .array([]) }
+            var values: [RedisReply] = []
+            values.reserveCapacity(count)
+            for index in 0..<count {
+                guard let element = unsafe elements[index] else { return .failure("damaged reply") }
+                values.append(unsafe convert(element.pointee, depth: depth + 1))
+            }
+            return .array(values)
         default: return .other
         }
     }

@@ -25,17 +25,18 @@ package func buildApplication(
     router.middlewares.add(
         MethodNotAllowedMiddleware(allowed: [
             "/v1/verify": [.post], "/v1/verify/batch": [.post], "/v1/providers": [.get, .head], "/healthz": [.get, .head],
-            "/readyz": [.get, .head], "/metrics": [.get, .head],
+            "/readyz": [.get, .head], "/metrics": [.get, .head], "/v1/revocations": [.get, .head, .post, .delete],
         ]))
     VerifyRoutes(registry: registry, settings: settings).register(on: router)
     StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings).register(on: router)
+    RevocationRoutes(registry: registry, settings: settings, kinds: kinds, logger: logger).register(on: router)
     var application = Application(
         router: router,
         server: .http1(configuration: .init(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))),
         configuration: .init(address: .hostname(host, port: port), serverName: "tokenguard", reuseAddress: true),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
         logger: logger)
-    application.addServices(KeyRefreshService(sources: registry.fetchingSources))
+    application.addServices(KeyRefreshService(sources: registry.fetchingSources, revocations: registry.revocations))
     application.addServices(extraServices)
     return application
 }

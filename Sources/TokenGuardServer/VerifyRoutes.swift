@@ -57,7 +57,7 @@ struct VerifyRoutes: Sendable {
             return JSONResponse.make(.object(verdict))
         case .failure(let error):
             switch error.code {
-            case .keysUnavailable, .replayStoreUnavailable:
+            case let code where code.isRetryable:
                 throw APIError(
                     status: .serviceUnavailable, code: error.code, message: error.message,
                     retryAfterSeconds: error.retryAfterSeconds ?? settings.retryAfterSeconds)

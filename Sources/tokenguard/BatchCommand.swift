@@ -68,6 +68,9 @@ struct BatchCommand: AsyncParsableCommand {
         let progress: (@Sendable (String) -> Void)? = isatty(STDERR_FILENO) == 1 ? writeProgress : nil
         let runner = BatchRunner(processor: processor, jobs: jobs, progress: progress, shard: try parsedShard(), totalBytes: totalBytes)
         let summary: BatchRunner.Summary
+        // A long batch keeps reading revocations (a `tokenguard revoke` during the run applies within the window).
+        let revocationRefresh = registry.revocations.map { revocations in Task { await revocations.runRefreshLoop() } }
+        defer { revocationRefresh?.cancel() }
         do {
             summary = try await runner.run(reader: &reader)
         } catch {

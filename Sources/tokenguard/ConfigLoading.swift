@@ -33,7 +33,10 @@ enum ConfigLoading {
                 throw ExitCodes.usage
             }
         }
-        guard VerifierRegistry.needsFetcher(configuration) else { return VerifierRegistry(configuration: configuration, replayStore: replayStore) }
+        let revocations = try makeRevocations(configuration)
+        guard VerifierRegistry.needsFetcher(configuration) else {
+            return VerifierRegistry(configuration: configuration, replayStore: replayStore, revocations: revocations)
+        }
         var http = CurlHTTPClient.Configuration()
         http.connectTimeoutMilliseconds = configuration.connectTimeoutMilliseconds
         http.totalTimeoutMilliseconds = configuration.totalTimeoutMilliseconds
@@ -47,7 +50,39 @@ enum ConfigLoading {
             }
         }
         return VerifierRegistry(
-            configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive, replayStore: replayStore)
+            configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive, replayStore: replayStore,
+            revocations: revocations)
+    }
+
+    /// The revocation store the config names, behind its in-memory guard. A store that cannot be opened is a config
+    /// error: running without it would accept revoked tokens.
+    static func makeRevocations(_ configuration: Configuration) throws -> RevocationGuard {
+        let store: any RevocationStore
+        switch configuration.revocations.store {
+        case .sqlite:
+            guard let path = configuration.revocationsPath else {
+                store = MemoryRevocationStore()
+                break
+            }
+            do {
+                store = try SQLiteRevocationStore(path: path)
+            } catch {
+                Stderr.write("tokenguard: config error: revocations: cannot open \(path): \(error) (set revocations.path to a writable file)\n")
+                throw ExitCodes.usage
+            }
+        case .redis:
+            guard case .redis(let url)? = configuration.replay?.store else {
+                Stderr.write("tokenguard: config error: revocations.store: redis needs replay.store: redis with redis_url\n")
+                throw ExitCodes.usage
+            }
+            do {
+                store = try RedisRevocationStore(url: url)
+            } catch {
+                Stderr.write("tokenguard: config error: revocations: \(error)\n")
+                throw ExitCodes.usage
+            }
+        }
+        return RevocationGuard(store: store, maximumStaleness: Double(configuration.revocations.maximumStalenessSeconds))
     }
 }
 

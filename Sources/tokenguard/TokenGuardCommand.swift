@@ -13,7 +13,7 @@ struct TokenGuardCommand: AsyncParsableCommand {
         version: version,
         subcommands: [
             ServeCommand.self, VerifyCommand.self, BatchCommand.self, InspectCommand.self, KeysCommand.self, DevIdPCommand.self, MintCommand.self,
-            HealthcheckCommand.self,
+            HealthcheckCommand.self, RevokeCommand.self,
         ]
     )
 

@@ -49,7 +49,7 @@ struct VerifyCommand: AsyncParsableCommand {
         case .success: throw ExitCodes.valid
         case .failure(let error):
             switch error.code {
-            case .keysUnavailable, .replayStoreUnavailable: throw ExitCodes.unavailable
+            case let code where code.isRetryable: throw ExitCodes.unavailable
             case .unknownProvider, .invalidRequest: throw ExitCodes.usage
             default: throw ExitCodes.rejected
             }

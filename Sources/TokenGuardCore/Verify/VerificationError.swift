@@ -23,13 +23,19 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case invalidTokenType = "invalid_token_type"
     /// 403: caller keys are configured and the request carries none or a wrong one.
     case callerNotAllowed = "caller_not_allowed"
+    /// 401: a revocation is recorded for this subject at or after the token's `iat`.
+    case tokenRevoked = "token_revoked"
+    /// 503: revocations could not be read for longer than `revocations.max_staleness_seconds`; nothing is accepted.
+    case revocationStoreUnavailable = "revocation_store_unavailable"
     /// 401, forward-auth only: the request carries no token (no `Authorization`, token header or cookie).
     case tokenMissing = "token_missing"
     /// 503: the request was not answered within `server.request_timeout_seconds` (retryable; not a verdict).
     case requestTimeout = "request_timeout"
 
     /// True for answers that mean "cannot decide now": never to be shown as a rejected token.
-    public var isRetryable: Bool { self == .keysUnavailable || self == .replayStoreUnavailable || self == .requestTimeout }
+    public var isRetryable: Bool {
+        self == .keysUnavailable || self == .replayStoreUnavailable || self == .requestTimeout || self == .revocationStoreUnavailable
+    }
 }
 
 /// Why a token was not accepted: a stable code and a human message that never contains the token or nonce.

@@ -89,18 +89,21 @@ package final class CallerKeys: Sendable {
     }
 
     /// True when `presented` is one of the keys. Constant time in the presented key's content.
-    package func allows(_ presented: String?) -> Bool {
-        guard let presented, !presented.isEmpty, presented.utf8.count <= Self.maximumKeyBytes else { return false }
+    package func allows(_ presented: String?) -> Bool { keyID(of: presented) != nil }
+
+    /// A name for the key `presented` matches, safe to log (the first 8 hex digits of its SHA-256), or nil when it
+    /// matches none. Constant time in the presented key's content: every key is compared.
+    package func keyID(of presented: String?) -> String? {
+        guard let presented, !presented.isEmpty, presented.utf8.count <= Self.maximumKeyBytes else { return nil }
         refreshIfChanged()
         let digest = SHA256.hash(presented.utf8)
         let digests = state.withLock { $0.digests }
         var matched = false
         for candidate in digests {
-            // Every key is compared, whatever matched before.
             let equal = ConstantTime.equals(candidate, digest)
             matched = matched || equal
         }
-        return matched
+        return matched ? String(SHA256.hexDigest(digest).prefix(8)) : nil
     }
 
     private func refreshIfChanged() {

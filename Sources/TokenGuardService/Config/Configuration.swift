@@ -22,6 +22,8 @@ package struct Configuration: Sendable {
     package var replay: ReplaySettings?
     /// Verified-token cache entries per JWS provider (`token_cache_size`; 0 disables).
     package var tokenCacheSize = VerifiedTokenCache.defaultCapacity
+    /// Where revocations live (`revocations:`).
+    package var revocations = RevocationSettings()
 
     package init() {}
 
@@ -40,6 +42,22 @@ package struct ReplaySettings: Sendable, Equatable {
     package var store: Store
 }
 
+/// Revocation settings (contract: `revocations`).
+package struct RevocationSettings: Sendable, Equatable {
+    package enum Store: Sendable, Equatable {
+        /// SQLite beside the key archive (or at `path`); in memory when there is no key archive (the demo).
+        case sqlite(path: String?)
+        /// The Redis server of the `redis:` block (or `replay.redis_url`).
+        case redis
+    }
+
+    package var store: Store = .sqlite(path: nil)
+    /// Verification fails closed when revocations have not been read for this long.
+    package var maximumStalenessSeconds = 5
+
+    package init() {}
+}
+
 /// The HTTP API's limits (config `server:`), with the defaults the service ships with.
 package struct ServerLimits: Sendable, Equatable {
     package var maximumVerifyBodyBytes = 64 * 1024
@@ -54,6 +72,10 @@ package struct ServerLimits: Sendable, Equatable {
     package var callerKeysSource: (source: CallerKeys.Source, key: String)? = nil
     /// When set, every `/v1/` request must carry one of these keys in `X-Tokenguard-Key`.
     package var callerKeys: CallerKeys? = nil
+    /// Where the admin keys come from (`admin_keys_env` / `admin_keys_file`); loaded by `serve` like caller keys.
+    package var adminKeysSource: (source: CallerKeys.Source, key: String)? = nil
+    /// When set, revocation writes need one of these in `X-Tokenguard-Admin-Key`; without them, loopback peers only.
+    package var adminKeys: CallerKeys? = nil
     /// Seconds suggested in `Retry-After` when keys or a provider are unavailable.
     package var retryAfterSeconds = 5
 
@@ -61,14 +83,15 @@ package struct ServerLimits: Sendable, Equatable {
 
     /// Loads the caller keys the config names (for `serve`): a config error when they cannot be read or are unusable.
     package mutating func loadCallerKeys(environment: [String: String]) throws(ConfigError) {
-        guard let (source, key) = callerKeysSource else { return }
-        callerKeys = try CallerKeys(source: source, key: key, environment: environment)
+        if let (source, key) = callerKeysSource { callerKeys = try CallerKeys(source: source, key: key, environment: environment) }
+        if let (source, key) = adminKeysSource { adminKeys = try CallerKeys(source: source, key: key, environment: environment) }
     }
 
     package static func == (lhs: ServerLimits, rhs: ServerLimits) -> Bool {
         lhs.maximumVerifyBodyBytes == rhs.maximumVerifyBodyBytes && lhs.maximumBatchBodyBytes == rhs.maximumBatchBodyBytes
             && lhs.maximumBatchItems == rhs.maximumBatchItems && lhs.requestTimeoutSeconds == rhs.requestTimeoutSeconds
             && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.callerKeysSource?.source == rhs.callerKeysSource?.source
+            && lhs.adminKeysSource?.source == rhs.adminKeysSource?.source
             && lhs.retryAfterSeconds == rhs.retryAfterSeconds
     }
 }
@@ -167,6 +190,7 @@ extension Configuration {
         }
         let top = try ConfigNode(root, key: "").mapping(allowed: [
             "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers", "keys", "http", "server", "token_cache_size",
+            "revocations",
         ])
         var configuration = Configuration()
         if let listen = top["listen"] { configuration.listen = try validatedListen(try listen.string(), key: listen.key) }
@@ -195,7 +219,7 @@ extension Configuration {
         if let server = top["server"] {
             let fields = try server.mapping(allowed: [
                 "max_verify_body_bytes", "max_batch_body_bytes", "max_batch_items", "request_timeout_seconds", "idle_timeout_seconds",
-                "caller_keys_env", "caller_keys_file",
+                "caller_keys_env", "caller_keys_file", "admin_keys_env", "admin_keys_file",
             ])
             var limits = ServerLimits()
             if let value = fields["max_verify_body_bytes"] { limits.maximumVerifyBodyBytes = try value.int(in: 1024...(16 << 20)) }
@@ -212,7 +236,32 @@ extension Configuration {
                 limits.callerKeysSource = (.file(path: path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"), file.key)
             case (nil, nil): break
             }
+            switch (fields["admin_keys_env"], fields["admin_keys_file"]) {
+            case (.some(let env), .some): throw ConfigError(env.key, "give admin_keys_env or admin_keys_file, not both")
+            case (.some(let env), nil):
+                limits.adminKeysSource = (.environment(name: try env.string()), env.key)
+            case (nil, .some(let file)):
+                let path = try file.string()
+                limits.adminKeysSource = (.file(path: path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"), file.key)
+            case (nil, nil): break
+            }
             configuration.server = limits
+        }
+        if let revocations = top["revocations"] {
+            let fields = try revocations.mapping(allowed: ["store", "max_staleness_seconds", "path"])
+            var settings = RevocationSettings()
+            if let value = fields["max_staleness_seconds"] { settings.maximumStalenessSeconds = try value.int(in: 1...3600) }
+            switch try fields["store"]?.string() ?? "sqlite" {
+            case "sqlite":
+                let path = try fields["path"]?.string()
+                settings.store = .sqlite(path: path.map { $0.hasPrefix("/") ? $0 : "\(baseDirectory)/\($0)" })
+            case "redis":
+                if let path = fields["path"] { throw ConfigError(path.key, "only applies to store: sqlite") }
+                settings.store = .redis
+            case let other:
+                throw ConfigError("\(revocations.key).store", "must be sqlite or redis, not \(other)")
+            }
+            configuration.revocations = settings
         }
         if let replay = top["replay"] {
             let fields = try replay.mapping(allowed: ["store", "redis_url", "max_entries"])
@@ -605,6 +654,16 @@ extension Configuration {
         case .microsoft: "https://login.microsoftonline.com/common/discovery/v2.0/keys"
         case .oidc, .github, .facebookClassic: nil
         }
+    }
+
+    /// The SQLite revocation store's file: `revocations.path`, else `tokenguard-revocations.sqlite` beside the key
+    /// archive; nil when there is neither (the demo: revocations then live in memory).
+    package var revocationsPath: String? {
+        guard case .sqlite(let path) = revocations.store else { return nil }
+        if let path { return path }
+        guard !keyArchive.isEmpty else { return nil }
+        let directory = (keyArchive as NSString).deletingLastPathComponent
+        return (directory.isEmpty ? "." : directory) + "/tokenguard-revocations.sqlite"
     }
 
     /// Host and port of `listen`.

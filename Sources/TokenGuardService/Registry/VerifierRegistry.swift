@@ -13,6 +13,8 @@ package struct VerifierRegistry: Sendable {
     package let replayGuards: [String: ReplayGuard]
     /// The replay store, when replay protection is on (for readiness).
     package let replayStore: (any ReplayStore)?
+    /// Revocations applied to every verdict, when configured (the composition root opens the store).
+    package private(set) var revocations: RevocationGuard? = nil
     /// How each provider answers gateway checks (`forward_auth`); a provider without the block uses the defaults.
     package private(set) var forwardAuthPolicies: [String: ForwardAuthPolicy] = [:]
     /// The largest token accepted (`max_token_bytes`), for reading credentials out of headers.
@@ -51,7 +53,7 @@ package struct VerifierRegistry: Sendable {
     ///   a memory store is made here for `store: memory`.
     package init(
         configuration: Configuration, fetcher: (any HTTPFetching)? = nil, archive: KeyArchive? = nil, replayStore: (any ReplayStore)? = nil,
-        clock: WallClock = .system
+        revocations: RevocationGuard? = nil, clock: WallClock = .system
     ) {
         var verifiers: [String: TokenVerifier] = [:]
         var opaque: [String: OpaqueTokenVerifier] = [:]
@@ -94,7 +96,11 @@ package struct VerifierRegistry: Sendable {
         self.init(verifiers: verifiers, opaqueVerifiers: opaque, replayGuards: guards, replayStore: store, clock: clock)
         for provider in configuration.providers { forwardAuthPolicies[provider.name] = provider.forwardAuth }
         maxTokenBytes = configuration.maxTokenBytes
+        self.revocations = revocations
     }
+
+    /// Now, in Unix seconds, by the registry's clock.
+    package var now: Int64 { clock.seconds }
 
     /// The forward-auth policy of a configured provider (by its configured name).
     package func forwardAuthPolicy(_ configuredProvider: String) -> ForwardAuthPolicy {
@@ -150,8 +156,10 @@ package struct VerifierRegistry: Sendable {
     ) async -> (result: VerificationResult, explanation: Explanation?) {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
         if let verifier = verifiers[provider] {
-            let (result, explanation) = await verifier.verifyRefreshingKeys(
+            var (result, explanation) = await verifier.verifyRefreshingKeys(
                 token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil, explain: explain)
+            // Revocations apply to every verdict, cached ones included, before a replay claim is spent on it.
+            if let revocations { result = revocations.check(result) }
             // Replay protection runs last, on tokens presented now (a logged token checked at a past time is not a use).
             guard at == nil, claimReplay, let replay = replayGuards[provider] else { return (result, explanation) }
             let checked = await replay.check(result, provider: provider, token: token)
@@ -167,7 +175,8 @@ package struct VerifierRegistry: Sendable {
             if nonce != nil {
                 return (.failure(VerificationError(.invalidRequest, "\(provider) access tokens carry no nonce; do not send one")), explanation)
             }
-            return (await verifier.verify(token: token), explanation)
+            let result = await verifier.verify(token: token)
+            return (revocations?.check(result) ?? result, explanation)
         }
         return (.failure(Self.unknownProvider(requested)), nil)
     }
@@ -192,18 +201,22 @@ package struct VerifierRegistry: Sendable {
         guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
         guard let verifier = verifiers[provider] else { return nil }
         if at == nil && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
-        return verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
+        let result = verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
+        return revocations?.check(result) ?? result
     }
 
     /// Fetches every fetching provider's keys once, concurrently (before a batch, or at service start).
+    /// Revocations are read too.
     package func prepare() async {
         await withTaskGroup(of: Void.self) { group in
             for source in fetchingSources { group.addTask { await source.refresh() } }
+            if let revocations { group.addTask { await revocations.refresh() } }
         }
     }
 
-    /// Fetches one provider's keys, when it fetches them.
+    /// Fetches one provider's keys, when it fetches them, and reads revocations.
     package func prepare(provider: String) async {
+        await revocations?.refresh()
         guard let source = verifier(named: provider)?.keySource as? JWKSKeySource else { return }
         await source.refresh()
     }

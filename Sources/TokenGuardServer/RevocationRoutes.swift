@@ -1,0 +1,171 @@
+import Hummingbird
+import Logging
+import Metrics
+import NIOCore
+import TokenGuardCore
+import TokenGuardService
+
+/// `POST`, `GET` and `DELETE /v1/revocations` (contract: Revocations), and Apple's server-to-server notifications at
+/// `POST /v1/notifications/{provider}`.
+struct RevocationRoutes: Sendable {
+    let registry: VerifierRegistry
+    let settings: ServerLimits
+    let kinds: [String: ProviderKind]
+    let logger: Logger
+
+    static let maximumBodyBytes = 16 * 1024
+
+    func register(on router: Router<TokenGuardRequestContext>) {
+        router.post("/v1/revocations") { request, context in try await write(request, context, delete: false) }
+        router.delete("/v1/revocations") { request, context in try await write(request, context, delete: true) }
+        router.get("/v1/revocations") { request, _ in try await read(request) }
+        router.post("/v1/notifications/{provider}") { request, context in try await notification(request, context) }
+    }
+
+    private var revocations: RevocationGuard {
+        get throws {
+            guard let revocations = registry.revocations else {
+                throw APIError(status: .serviceUnavailable, code: .revocationStoreUnavailable, message: "no revocation store is configured")
+            }
+            return revocations
+        }
+    }
+
+    /// The configured provider a request names (byte for byte) and a valid subject, from the query or a JSON body.
+    private func target(provider: String?, subject: String?) throws -> (String, String) {
+        guard let provider, let configured = registry.configuredName(provider) else {
+            throw APIError(status: .badRequest, code: .unknownProvider, message: "provider must name a configured provider")
+        }
+        guard let subject, Revocation.isValidSubject(subject) else {
+            throw APIError.invalidRequest("subject must be 1 to \(Revocation.maximumSubjectBytes) bytes without control characters")
+        }
+        return (configured, subject)
+    }
+
+    /// Who may write: a configured admin key, or (without admin keys) a loopback peer. Returns who, for the log.
+    private func authorizeWrite(_ request: Request, _ context: TokenGuardRequestContext) throws -> String {
+        if let adminKeys = settings.adminKeys {
+            let presented = request.headers.filter { $0.name.canonicalName == "x-tokenguard-admin-key" }.map(\.value)
+            guard presented.count == 1, let keyID = adminKeys.keyID(of: presented[0]) else {
+                throw APIError(status: .forbidden, code: .callerNotAllowed, message: "revocation writes need an admin key in X-Tokenguard-Admin-Key")
+            }
+            return "admin key \(keyID)"
+        }
+        guard context.peerIsLoopback else {
+            throw APIError(
+                status: .forbidden, code: .callerNotAllowed,
+                message: "revocation writes come from this host only (or configure server.admin_keys_env)")
+        }
+        return "loopback peer \(context.peer)"
+    }
+
+    private func write(_ request: Request, _ context: TokenGuardRequestContext, delete: Bool) async throws -> Response {
+        let who = try authorizeWrite(request, context)
+        let revocations = try self.revocations
+        if delete {
+            let query = request.uri.queryParameters
+            let (provider, subject) = try target(provider: query["provider"].map(String.init), subject: query["subject"].map(String.init))
+            do {
+                _ = try await revocations.remove(provider: provider, subject: subject)
+            } catch {
+                throw storeUnavailable(error)
+            }
+            logger.notice(
+                "revocation removed", metadata: ["provider": "\(provider)", "subject_sha256": "\(TokenHash.short(subject))", "by": "\(who)"])
+            return Response(status: .noContent)
+        }
+        let object = try await VerifyRoutes(registry: registry, settings: settings).readJSONObject(request, limit: Self.maximumBodyBytes)
+        for member in object.members where !["provider", "subject", "not_before"].containsBytes(member.name) {
+            throw APIError.invalidRequest("unknown member \"\(member.name.prefix(32))\" (allowed: provider, subject, not_before)")
+        }
+        let (provider, subject) = try target(provider: object["provider"]?.stringValue, subject: object["subject"]?.stringValue)
+        var notBefore = Int64(registry.now)
+        if let value = object["not_before"], value != .null {
+            guard case .integer(let seconds) = value, seconds >= 0, seconds <= NumericDate.maximum else {
+                throw APIError.invalidRequest("not_before must be Unix seconds (an integer)")
+            }
+            notBefore = seconds
+        }
+        let revocation = Revocation(provider: provider, subject: subject, notBefore: notBefore)
+        do {
+            try await revocations.record(revocation)
+        } catch {
+            throw storeUnavailable(error)
+        }
+        logger.notice(
+            "revocation recorded",
+            metadata: ["provider": "\(provider)", "subject_sha256": "\(TokenHash.short(subject))", "not_before": "\(notBefore)", "by": "\(who)"])
+        return JSONResponse.make(.object(Self.json(revocation)))
+    }
+
+    private func read(_ request: Request) async throws -> Response {
+        let query = request.uri.queryParameters
+        let (provider, subject) = try target(provider: query["provider"].map(String.init), subject: query["subject"].map(String.init))
+        let found: Revocation?
+        do {
+            found = try await revocations.store.get(provider: provider, subject: subject)
+        } catch {
+            throw storeUnavailable(error)
+        }
+        guard let found else { throw APIError(status: .notFound, code: .invalidRequest, message: "no revocation for this subject") }
+        return JSONResponse.make(.object(Self.json(found)))
+    }
+
+    static func json(_ revocation: Revocation) -> JSONObject {
+        JSONObject([
+            ("provider", .string(revocation.provider)), ("subject", .string(revocation.subject)), ("not_before", .integer(revocation.notBefore)),
+        ])
+    }
+
+    private func storeUnavailable(_ error: any Error) -> APIError {
+        APIError(
+            status: .serviceUnavailable, code: .revocationStoreUnavailable, message: "the revocation store cannot answer: \(error)",
+            retryAfterSeconds: settings.retryAfterSeconds)
+    }
+
+    /// Sign in with Apple server-to-server notifications: `{"payload": "<JWS>"}`, verified with the provider's keys
+    /// and audiences; `consent-revoked` and `account-delete` become revocations at `event_time`.
+    private func notification(_ request: Request, _ context: TokenGuardRequestContext) async throws -> Response {
+        let requested = context.parameters.get("provider") ?? ""
+        guard let provider = registry.configuredName(requested), let verifier = registry.verifiers[provider], kinds[provider] == .apple else {
+            throw APIError(status: .notFound, code: .unknownProvider, message: "no apple provider named \"\(requested.prefix(64))\" is configured")
+        }
+        let object = try await VerifyRoutes(registry: registry, settings: settings).readJSONObject(request, limit: Self.maximumBodyBytes)
+        guard let payload = object["payload"]?.stringValue else { throw APIError.invalidRequest("the body must be {\"payload\": \"<JWS>\"}") }
+        let result = await verifier.verifyNotification(token: payload, at: registry.now)
+        let event: AppleNotificationEvent
+        switch result {
+        case .failure(let error) where error.code.isRetryable:
+            throw APIError(status: .serviceUnavailable, code: error.code, message: error.message, retryAfterSeconds: settings.retryAfterSeconds)
+        case .failure(let error):
+            Counter(label: "tokenguard_notifications_total", dimensions: [("provider", provider), ("type", "rejected")]).increment()
+            throw APIError(status: .badRequest, code: error.code, message: error.message)
+        case .success(let claims):
+            switch AppleNotificationEvent.parse(claims) {
+            case .failure(let error):
+                Counter(label: "tokenguard_notifications_total", dimensions: [("provider", provider), ("type", "rejected")]).increment()
+                throw APIError(status: .badRequest, code: error.code, message: error.message)
+            case .success(let parsed): event = parsed
+            }
+        }
+        Counter(label: "tokenguard_notifications_total", dimensions: [("provider", provider), ("type", event.type.rawValue)]).increment()
+        if event.type.revokes {
+            let revocations = try self.revocations
+            let revocation = Revocation(provider: provider, subject: event.subject, notBefore: event.eventTime)
+            do {
+                // Apple retries a delivery that failed: a later retry must not move the revocation back in time.
+                let existing = try await revocations.store.get(provider: provider, subject: event.subject)
+                if (existing?.notBefore ?? Int64.min) < revocation.notBefore { try await revocations.record(revocation) }
+            } catch {
+                throw storeUnavailable(error)
+            }
+        }
+        logger.notice(
+            "apple notification",
+            metadata: [
+                "provider": "\(provider)", "type": "\(event.type.rawValue)", "subject_sha256": "\(TokenHash.short(event.subject))",
+                "event_time": "\(event.eventTime)",
+            ])
+        return JSONResponse.make(.object(JSONObject([("accepted", .bool(true)), ("type", .string(event.type.rawValue))])))
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardCrypto
+import TokenGuardService
+import TokenGuardTestSupport
+
+/// Revocations and Sign in with Apple notifications against the real binary: the SQLite store shared with
+/// `tokenguard revoke`, the Redis store of a fleet, and failing closed when the store cannot be read.
+@Suite(.serialized)
+struct RevocationE2ETests {
+    static let nonce = "revocation-nonce"
+    static let subject = "001234.0123456789abcdef0123456789abcdef.1234"
+
+    func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    func token(_ key: TestKey, issuedAt: Int64? = nil, subject: String = subject) throws -> String {
+        var claims = ProviderTokens.apple(now: issuedAt ?? now(), rawNonce: Self.nonce)
+        claims.set("sub", .string(subject))
+        return try key.sign(claims)
+    }
+
+    func verifyBody(_ token: String) -> String { "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(Self.nonce)\"}" }
+
+    func code(_ response: HTTPResponse) -> String? {
+        (try? JSONParser.parseObject(response.body))?["error"]?.objectValue?["code"]?.stringValue
+    }
+
+    func config(_ workspace: TempWorkspace, key: TestKey, extra: String = "") throws -> String {
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        return try workspace.write(
+            "tokenguard.yaml",
+            """
+            revocations: { max_staleness_seconds: 2 }
+            \(extra)
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
+            """)
+    }
+
+    /// A fresh token and its verify body with a nonce of its own (a nonce is single-use under replay protection).
+    func fresh(_ key: TestKey, issuedAt: Int64? = nil, subject: String = "fresh.subject") throws -> String {
+        let nonce = "n-\(UUID().uuidString)"
+        var claims = ProviderTokens.apple(now: issuedAt ?? now(), rawNonce: nonce)
+        claims.set("sub", .string(subject))
+        return "{\"provider\":\"apple\",\"token\":\"\(try key.sign(claims))\",\"nonce\":\"\(nonce)\"}"
+    }
+
+    /// Polls until `condition` holds or `seconds` pass.
+    func eventually(_ seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return try await condition()
+    }
+
+    @Test("tokenguard revoke (SQLite) reaches a running server: cached verdicts, forward-auth and batch all refuse the subject's older tokens")
+    func revokeThroughSQLite() async throws {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let config = try config(workspace, key: key)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        let old = try token(key, issuedAt: now() - 120)
+        #expect(try await server.post("/v1/verify", verifyBody(old)).status == 200)  // now in the verified-token cache
+
+        let revoked = try BinaryRunner.run([
+            "revoke", "--config", config, "--provider", "apple", "--subject", Self.subject, "--not-before", String(now() - 60),
+        ])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(try await eventually(5) { code(try await server.post("/v1/verify", verifyBody(old))) == "token_revoked" })
+        let forward = try RawHTTP.request(
+            port: server.port, method: "GET", path: "/v1/authz/apple",
+            headers: [("Authorization", "Bearer \(old)"), ("X-Tokenguard-Nonce", Self.nonce)])
+        #expect(forward.status == 401 && forward.header("X-Tokenguard-Verdict") == "token_revoked")
+        // A token issued after the revocation, and another subject's token, still verify.
+        #expect(try await server.post("/v1/verify", verifyBody(try token(key))).status == 200)
+        #expect(try await server.post("/v1/verify", verifyBody(try token(key, issuedAt: now() - 120, subject: "other.subject"))).status == 200)
+        // The CLI batch reads the same store.
+        let batch = try BinaryRunner.run(["batch", "--config", config], stdin: verifyBody(old) + "\n")
+        #expect(batch.stdout.contains("token_revoked"), "\(batch.stdout) \(batch.stderr)")
+        // The record through the API, then removed: the old token verifies again.
+        let record = try await server.get("/v1/revocations?provider=apple&subject=\(Self.subject)")
+        #expect(record.status == 200)
+        let removed = try RawHTTP.request(port: server.port, method: "DELETE", path: "/v1/revocations?provider=apple&subject=\(Self.subject)")
+        #expect(removed.status == 204)
+        #expect(try await server.get("/v1/revocations?provider=apple&subject=\(Self.subject)").status == 404)
+        #expect(try await server.post("/v1/verify", verifyBody(try token(key, issuedAt: now() - 100))).status == 200)
+        #expect(!server.log().contains(Self.subject))
+    }
+
+    @Test("revocation writes: loopback peers without admin keys; with admin keys, only a configured key; bad input is 400")
+    func adminWrites() async throws {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let open = try await ServerProcess(arguments: ["--config", try config(workspace, key: key)], workspace: workspace)
+        let body = "{\"provider\":\"apple\",\"subject\":\"s-1\",\"not_before\":1700000000}"
+        let recorded = try await open.post("/v1/revocations", body)
+        #expect(recorded.status == 200)
+        #expect(try JSONParser.parseObject(recorded.body)["not_before"] == .integer(1_700_000_000))
+        for bad in [
+            "{\"provider\":\"nope\",\"subject\":\"s\"}", "{\"provider\":\"apple\",\"subject\":\"\"}",
+            "{\"provider\":\"apple\",\"subject\":\"a\\nb\"}",
+            "{\"provider\":\"apple\",\"subject\":\"s\",\"not_before\":\"soon\"}", "{\"provider\":\"apple\",\"subject\":\"s\",\"extra\":1}",
+            "{\"provider\":\"\u{212A}\",\"subject\":\"s\"}",
+        ] {
+            #expect(try await open.post("/v1/revocations", bad).status == 400, "\(bad)")
+        }
+        open.stop()
+
+        let adminWorkspace = try TempWorkspace()
+        let guarded = try await ServerProcess(
+            arguments: ["--config", try config(adminWorkspace, key: key, extra: "server: { admin_keys_env: TG_ADMIN }")],
+            environment: ["TG_ADMIN": "admin-key-0123456789abcdef"], workspace: adminWorkspace)
+        defer { guarded.stop() }
+        #expect(try await guarded.post("/v1/revocations", body).status == 403)
+        #expect(try await guarded.post("/v1/revocations", body, headers: [("X-Tokenguard-Admin-Key", "wrong-key-0123456789abcdef")]).status == 403)
+        let twice = [("X-Tokenguard-Admin-Key", "admin-key-0123456789abcdef"), ("X-Tokenguard-Admin-Key", "admin-key-0123456789abcdef")]
+        #expect(try await guarded.post("/v1/revocations", body, headers: twice).status == 403)
+        #expect(try await guarded.post("/v1/revocations", body, headers: [("X-Tokenguard-Admin-Key", "admin-key-0123456789abcdef")]).status == 200)
+        #expect(try RawHTTP.request(port: guarded.port, method: "DELETE", path: "/v1/revocations?provider=apple&subject=s-1").status == 403)
+        #expect(guarded.log().contains("by=admin key"))
+        #expect(!guarded.log().contains("admin-key-0123456789abcdef"))
+    }
+
+    func notification(_ key: TestKey, type: String, subject: String = subject, eventTime: Int64, audience: String = ProviderTokens.appleAudience)
+        throws
+        -> String
+    {
+        let events = JSONWriter.string(
+            .object(JSONObject([("type", .string(type)), ("sub", .string(subject)), ("event_time", .integer(eventTime * 1000))])))
+        let claims = JSONObject([
+            ("iss", .string("https://appleid.apple.com")), ("aud", .string(audience)), ("iat", .integer(now())), ("jti", .string(UUID().uuidString)),
+            ("events", .string(events)),
+        ])
+        return "{\"payload\":\"\(try key.sign(claims))\"}"
+    }
+
+    @Test("Apple notifications: consent-revoked and account-delete revoke; email events are recorded only; forged or foreign payloads are 400")
+    func appleNotifications() async throws {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let server = try await ServerProcess(
+            arguments: ["--config", try config(workspace, key: key, extra: "server: { caller_keys_env: TG_CALLERS }")],
+            environment: ["TG_CALLERS": "caller-key-0123456789abcdef"], workspace: workspace)
+        defer { server.stop() }
+        let caller = [("X-Tokenguard-Key", "caller-key-0123456789abcdef")]
+        let old = try token(key, issuedAt: now() - 300)
+        #expect(try await server.post("/v1/verify", verifyBody(old), headers: caller).status == 200)
+
+        // Apple cannot send our caller key: the notification endpoint is open, its signed payload is the credential.
+        let disabled = try await server.post("/v1/notifications/apple", try notification(key, type: "email-disabled", eventTime: now() - 60))
+        #expect(disabled.status == 200, "\(String(decoding: disabled.body, as: UTF8.self))")
+        #expect(try JSONParser.parseObject(disabled.body)["type"] == .string("email-disabled"))
+        #expect(try await server.post("/v1/verify", verifyBody(try token(key, issuedAt: now() - 300)), headers: caller).status == 200)
+
+        let other = try SharedTestKeys.p256()
+        let forged = try await server.post("/v1/notifications/apple", try notification(other, type: "account-delete", eventTime: now()))
+        #expect(forged.status == 400 && ["unknown_key", "invalid_signature", "unsupported_algorithm"].contains(code(forged) ?? ""))
+        let foreign = try await server.post(
+            "/v1/notifications/apple", try notification(key, type: "account-delete", eventTime: now(), audience: "com.other.app"))
+        #expect(foreign.status == 400 && code(foreign) == "invalid_audience")
+        #expect(try await server.post("/v1/notifications/apple", "{\"payload\":\"not.a.jws\"}").status == 400)
+        #expect(try await server.post("/v1/notifications/nope", try notification(key, type: "account-delete", eventTime: now())).status == 404)
+        // An ID-token check refuses a notification payload (same keys, same audience, not a sign-in).
+        let payload =
+            try JSONParser.parseObject(Array(try notification(key, type: "account-delete", eventTime: now()).utf8))["payload"]?.stringValue ?? ""
+        #expect(
+            code(try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(payload)\",\"nonce\":\"x\"}", headers: caller)) != nil)
+
+        let revoke = try await server.post("/v1/notifications/apple", try notification(key, type: "consent-revoked", eventTime: now() - 60))
+        #expect(revoke.status == 200)
+        #expect(code(try await server.post("/v1/verify", verifyBody(old), headers: caller)) == "token_revoked")
+        // Apple retries deliveries: the same notification again changes nothing, an older one never moves the time back.
+        #expect(
+            try await server.post("/v1/notifications/apple", try notification(key, type: "consent-revoked", eventTime: now() - 600)).status == 200)
+        #expect(code(try await server.post("/v1/verify", verifyBody(try token(key, issuedAt: now() - 300)), headers: caller)) == "token_revoked")
+        #expect(try await server.post("/v1/verify", verifyBody(try token(key)), headers: caller).status == 200)
+        let metrics = String(decoding: try await server.get("/metrics").body, as: UTF8.self)
+        #expect(metrics.contains(#"tokenguard_notifications_total{provider="apple",type="consent-revoked"}"#))
+    }
+
+    @Test("Redis store: a revocation written by one replica applies in another; an unreadable store fails closed (503), then recovers")
+    func redisFleet() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let key = try SharedTestKeys.rsa()
+        let extra = "replay: { store: redis, redis_url: \"\(redis.url)\" }\nrevocations: { store: redis, max_staleness_seconds: 1 }"
+        let jwks = try TempWorkspace()
+        let jwksPath = try jwks.write("jwks.json", try SharedTestKeys.jwks([key]))
+        func replica() async throws -> ServerProcess {
+            let workspace = try TempWorkspace()
+            let config = try workspace.write(
+                "tokenguard.yaml",
+                """
+                \(extra)
+                providers:
+                  apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwksPath)" }
+                """)
+            return try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        }
+        let first = try await replica()
+        defer { first.stop() }
+        let second = try await replica()
+        defer { second.stop() }
+        #expect(try await first.post("/v1/revocations", "{\"provider\":\"apple\",\"subject\":\"\(Self.subject)\"}").status == 200)
+        #expect(
+            try await eventually(4) {
+                code(try await second.post("/v1/verify", try fresh(key, issuedAt: now() - 60, subject: Self.subject))) == "token_revoked"
+            })
+        #expect(try await second.post("/v1/verify", try fresh(key)).status == 200)
+        // Redis stops answering: within the staleness window plus a poll, every verification is 503, never a pass
+        // (the cached, already-claimed path included: forward-auth claims nothing and still refuses).
+        redis.signal(SIGSTOP)
+        let body = try fresh(key)
+        #expect(try await eventually(8) { code(try await second.post("/v1/verify", body)) == "revocation_store_unavailable" })
+        let parsed = try JSONParser.parseObject(Array(body.utf8))
+        let forward = try RawHTTP.request(
+            port: second.port, method: "GET", path: "/v1/authz/apple",
+            headers: [("Authorization", "Bearer \(parsed["token"]?.stringValue ?? "")"), ("X-Tokenguard-Nonce", parsed["nonce"]?.stringValue ?? "")])
+        #expect(forward.status == 503 && forward.header("X-Tokenguard-Verdict") == "revocation_store_unavailable")
+        redis.signal(SIGCONT)
+        var seen: [String] = []
+        let recovered = try await eventually(8) {
+            let response = try await second.post("/v1/verify", try fresh(key))
+            seen.append("\(response.status) \(code(response) ?? "")")
+            return response.status == 200
+        }
+        #expect(recovered, "\(Set(seen))")
+    }
+}
