@@ -436,7 +436,7 @@ def run_nginx(bins, tmp, tg_port, app_port, c):
     try:
         wait_for(port, proc, "nginx", log)
         # nginx's auth_request turns every status other than 2xx, 401 and 403 into 500.
-        run_cases(c, port, on_503=500, on_hang_up=500)
+        run_cases(c, port, on_503=500, on_hang_up=500, check_path="/v1/authz/apple")
     finally:
         stop(proc)
 

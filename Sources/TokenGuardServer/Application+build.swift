@@ -19,7 +19,7 @@ package func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let router = Router(context: TokenGuardRequestContext.self)
-    router.middlewares.add(LogRequestsMiddleware(.debug))
+    router.middlewares.add(RequestLogMiddleware())
     if let callerKeys = settings.callerKeys { router.middlewares.add(CallerKeyMiddleware(keys: callerKeys)) }
     router.middlewares.add(ForwardAuthMiddleware(registry: registry, settings: settings))
     router.middlewares.add(

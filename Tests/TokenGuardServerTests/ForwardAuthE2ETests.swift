@@ -165,6 +165,21 @@ struct ForwardAuthE2ETests {
         #expect(server.process.isRunning)
     }
 
+    @Test("debug logs name the check's provider, never the client's URL or query")
+    func debugLogs() async throws {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let server = try await ServerProcess(
+            arguments: ["--config", try config(workspace, key: key)], environment: ["TOKENGUARD_LOG_LEVEL": "debug"], workspace: workspace)
+        defer { server.stop() }
+        _ = try check(server, "GET", "/v1/authz/apple/callback/SECRETPATH?code=OAUTHCODE123&access_token=QUERYTOKEN", bearer(try appleToken(key)))
+        _ = try await server.get("/healthz?probe=QUERYSECRET")
+        try await Task.sleep(for: .milliseconds(200))
+        let log = server.log()
+        #expect(log.contains("/v1/authz/apple"))
+        for secret in ["SECRETPATH", "OAUTHCODE123", "QUERYTOKEN", "QUERYSECRET"] { #expect(!log.contains(secret), "\(secret)") }
+    }
+
     @Test("caller keys: forward-auth needs X-Tokenguard-Key like every /v1/ request")
     func callerKeys() async throws {
         let workspace = try TempWorkspace()
@@ -341,6 +356,20 @@ struct ForwardAuthE2ETests {
         #expect(shadowed.occurrences(of: "x-tokenguard-verdict") == 1)
         for name in ["x-user-id", "x-email", "x-tenant-id", "x-groups"] { #expect(shadowed.occurrences(of: name) == 0, "\(name)") }
         #expect(seen.withLock { $0.count } == calls + 1)
+
+        // Bytes nginx accepts but tokenguard's parser would refuse (raw UTF-8 in the URL, control bytes in a header)
+        // never reach the check: a valid token is still 200 and a forged one 401, never nginx's 500.
+        #expect(try get("/apple/caf\u{E9}?q=\u{E9}", bearer(token)).status == 200)
+        #expect(try get("/apple/x", bearer(token) + [("X-Other", "a\u{1}b")]).status == 200)
+        #expect(try get("/apple/caf\u{E9}", bearer(forged(token))).status == 401)
+        #expect(try get("/shadow/caf\u{E9}", bearer(forged(token))).status == 200)
+        // Two Authorization headers: nginx refuses the request itself; the upstream is not called.
+        let beforeTwo = seen.withLock { $0.count }
+        #expect(try get("/apple/x", bearer(token) + [("Authorization", "Bearer \(forged(token))")]).status == 400)
+        #expect(seen.withLock { $0.count } == beforeTwo)
+        // The upstream gets the real peer address, not the client's claim to one.
+        #expect(try get("/apple/x", bearer(token) + [("X-Real-IP", "6.6.6.6")]).status == 200)
+        #expect(try #require(seen.withLock { $0.last }).headers["x-real-ip"] == "127.0.0.1")
 
         // The check goes to tokenguard with the gateway's caller key; a client cannot supply or replace it.
         if callerKey != nil {

@@ -39,6 +39,9 @@ struct ForwardAuthConfigTests {
             "{claim_headers: {authorization: user_id}}", "{claim_headers: {x-tokenguard-nonce: user_id}}",
             "{nonce_header: x-id, token_header: x-id}", "{claim_headers: {x-id: user_id}, token_header: x-id}", "{token_header: null}",
             "{mode: audit}", "{token_header: \"bad header\"}", "{token_cookie: \"a;b\"}", "{claim_header: {}}", "[]",
+            "{token_header: x-tokenguard-key}", "{token_header: cookie}", "{nonce_header: cookie}", "{nonce_header: x-tokenguard-key}",
+            "{nonce_header: authorization}", "{token_header: host}", "{claim_headers: {x-accel-redirect: claims.path}}",
+            "{claim_headers: {x-forwarded-for: user_id}}", "{claim_headers: {x-real-ip: user_id}}",
         ] {
             #expect(throws: ConfigError.self, "\(block)") { try parse(block) }
         }

@@ -19,9 +19,10 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
         var nonce: String? = nil
         let nonces = values(of: policy.nonceHeader, in: headers)
         if nonces.count > 1 { return .failure(VerificationError(.malformedToken, "the request has \(nonces.count) \(policy.nonceHeader) headers")) }
-        if let value = nonces.first {
-            guard !value.isEmpty, value.utf8.count <= TokenVerifier.maximumNonceBytes else {
-                return .failure(VerificationError(.malformedToken, "\(policy.nonceHeader) must be 1 to \(TokenVerifier.maximumNonceBytes) bytes"))
+        // An empty nonce header is no nonce (a gateway may send the header empty).
+        if let value = nonces.first, !value.isEmpty {
+            guard value.utf8.count <= TokenVerifier.maximumNonceBytes else {
+                return .failure(VerificationError(.malformedToken, "\(policy.nonceHeader) is longer than \(TokenVerifier.maximumNonceBytes) bytes"))
             }
             nonce = value
         }

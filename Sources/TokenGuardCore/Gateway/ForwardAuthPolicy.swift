@@ -43,7 +43,7 @@ public struct ForwardAuthPolicy: Sendable, Equatable {
         var total = 0
         for header in claimHeaders {
             guard let value = header.source.value(in: verdict) else { continue }
-            let encoded = ClaimHeaderValue.encode(value)
+            let encoded = ClaimHeaderValue.encode(value, typeVaries: header.source.typeVaries)
             let size = header.name.utf8.count + 2 + encoded.utf8.count + 2
             guard encoded.utf8.count <= Self.maximumClaimValueBytes, total + size < Self.maximumClaimHeaderBytes else {
                 omitted += 1
@@ -61,12 +61,15 @@ public struct ClaimHeader: Sendable, Equatable {
     public let name: String
     public let source: ClaimSource
 
-    /// Names that belong to the connection, the message framing or tokenguard itself, never to a claim.
+    /// Names that belong to the connection, the message framing, proxies or tokenguard itself, never to a claim.
     public static let reservedNames: Set<String> = [
         "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding",
         "upgrade", "content-length", "content-type", "content-encoding", "host", "authorization", "cookie", "set-cookie",
-        "www-authenticate", "retry-after", "date", "server", "location", "expect",
+        "www-authenticate", "retry-after", "date", "server", "location", "expect", "forwarded", "x-real-ip", "via",
     ]
+
+    /// Name prefixes gateways act on (nginx `X-Accel-Redirect`, Envoy's own headers, the client's forwarding chain).
+    public static let reservedPrefixes = ["x-tokenguard-", "x-accel-", "x-envoy-", "x-forwarded-", "x-original-", ":"]
 
     /// A claim header, or why the name cannot be one: RFC 9110 token characters only, at most 64 bytes, not a
     /// hop-by-hop, framing or `X-Tokenguard-*` name. The name is kept lower-case.
@@ -77,7 +80,9 @@ public struct ClaimHeader: Sendable, Equatable {
         }
         let lower = ASCII.lowercased(name)
         guard !reservedNames.contains(lower) else { return .failure(ClaimHeaderError("\(lower) is a reserved header name")) }
-        guard !lower.hasPrefix("x-tokenguard-") else { return .failure(ClaimHeaderError("X-Tokenguard-* names are tokenguard's own")) }
+        if let prefix = reservedPrefixes.first(where: { lower.hasPrefix($0) }) {
+            return .failure(ClaimHeaderError("\(prefix)* names belong to tokenguard or the gateway"))
+        }
         return .success(ClaimHeader(name: lower, source: source))
     }
 
@@ -120,6 +125,13 @@ public enum ClaimSource: Sendable, Equatable {
         }
     }
 
+    /// True for payload claims, whose JSON type can differ from token to token; the verdict fields always have one
+    /// type (strings, and an integer `expires_at`).
+    public var typeVaries: Bool {
+        if case .claim = self { return true }
+        return false
+    }
+
     /// The value in a verdict, or nil when the token does not carry it.
     public func value(in verdict: Verdict) -> JSONValue? {
         switch self {
@@ -146,10 +158,14 @@ public enum ClaimSource: Sendable, Equatable {
 /// How a claim value is written into a header: a string of printable ASCII as it is; anything else (numbers,
 /// booleans, arrays, objects, strings with any other character) as compact JSON in printable ASCII with `\u`
 /// escapes. No value can carry CR, LF, NUL or any byte a header parser might split on or mangle.
+///
+/// For a payload claim (`claims.*`, whose type can vary between tokens) a string that would itself read as JSON
+/// (`1`, `true`, `["admin"]`, `"x"`) is written as JSON too, so no two values of one claim give the same header: an
+/// upstream reads a header that parses as JSON as JSON, and any other as the string itself.
 public enum ClaimHeaderValue {
-    public static func encode(_ value: JSONValue) -> String {
+    public static func encode(_ value: JSONValue, typeVaries: Bool = true) -> String {
         if case .string(let string) = value, !string.isEmpty, string.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }),
-            string.utf8.first != 0x20, string.utf8.last != 0x20
+            string.utf8.first != 0x20, string.utf8.last != 0x20, !typeVaries || (try? JSONParser.parse(Array(string.utf8))) == nil
         {
             return string
         }

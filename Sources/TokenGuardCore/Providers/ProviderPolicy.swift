@@ -8,12 +8,14 @@ public enum ProviderKind: String, Sendable, CaseIterable {
     case oidc
     case github
     case facebookClassic = "facebook_classic"
+    /// Both Facebook logins in one entry: a Limited Login JWS, or a classic access token checked by `debug_token`.
+    case facebook
 
-    /// True for the JWS ID-token kinds the core verifies locally.
+    /// True for the JWS ID-token kinds the core verifies locally (`facebook` is both: see the registry).
     public var isJWS: Bool {
         switch self {
         case .apple, .facebookLimited, .microsoft, .oidc: true
-        case .github, .facebookClassic: false
+        case .github, .facebookClassic, .facebook: false
         }
     }
 }

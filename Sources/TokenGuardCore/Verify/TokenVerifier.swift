@@ -236,10 +236,30 @@ public struct TokenVerifier: Sendable {
         }
         let subject = try reader.requiredString("sub")
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
-        return Verdict(
+        var verdict = Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
             issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try emailVerified(reader),
             tenantID: tenantID, claims: claims)
+        if policy.kind == .apple { verdict.extra = Self.appleFields(claims) }
+        return verdict
+    }
+
+    /// Apple's account flags, normalised: `is_private_email` a boolean (Apple sent the string "true" before 2024;
+    /// absent is false), `real_user_status` an integer 0–2 (0 unsupported, 1 unknown, 2 likely real) or null.
+    static func appleFields(_ claims: JSONObject) -> JSONObject {
+        let isPrivate: Bool
+        switch claims["is_private_email"] {
+        case .bool(let flag)?: isPrivate = flag
+        case .string(let text)?: isPrivate = text.sameBytes(as: "true")
+        default: isPrivate = false
+        }
+        var status: JSONValue = .null
+        switch claims["real_user_status"] {
+        case .integer(let value)? where (0...2).contains(value): status = .integer(value)
+        case .string(let text)? where ["0", "1", "2"].containsBytes(text): status = .integer(Int64(text) ?? 0)
+        default: break
+        }
+        return JSONObject([("is_private_email", .bool(isPrivate)), ("real_user_status", status)])
     }
 
     /// Whether the verdict's email can be trusted. Microsoft sends no trustworthy `email_verified` ("nOAuth": a

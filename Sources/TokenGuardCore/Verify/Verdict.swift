@@ -15,6 +15,9 @@ public struct Verdict: Sendable, Equatable {
     public let emailVerified: Bool
     public let tenantID: String?
     public let claims: JSONObject
+    /// Provider-specific verdict fields, written before `claims` (Apple's `is_private_email` and `real_user_status`,
+    /// a `facebook` provider's `login`).
+    public var extra = JSONObject()
 
     public init(
         provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
@@ -37,21 +40,21 @@ public struct Verdict: Sendable, Equatable {
     /// The verdict as the contract's JSON object.
     public var json: JSONObject {
         func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        return JSONObject([
-            ("valid", .bool(true)),
-            ("provider", .string(provider)),
-            ("subject", .string(subject)),
-            ("user_id", .string(userID)),
-            ("issuer", .string(issuer)),
-            ("audience", .string(audience)),
-            ("expires_at", expiresAt.map(JSONValue.integer) ?? .null),
-            ("issued_at", issuedAt.map(JSONValue.integer) ?? .null),
-            ("key_id", optional(keyID)),
-            ("email", optional(email)),
-            ("email_verified", .bool(emailVerified)),
-            ("tenant_id", optional(tenantID)),
-            ("claims", .object(claims)),
-        ])
+        return JSONObject(
+            [
+                ("valid", .bool(true)),
+                ("provider", .string(provider)),
+                ("subject", .string(subject)),
+                ("user_id", .string(userID)),
+                ("issuer", .string(issuer)),
+                ("audience", .string(audience)),
+                ("expires_at", expiresAt.map(JSONValue.integer) ?? .null),
+                ("issued_at", issuedAt.map(JSONValue.integer) ?? .null),
+                ("key_id", optional(keyID)),
+                ("email", optional(email)),
+                ("email_verified", .bool(emailVerified)),
+                ("tenant_id", optional(tenantID)),
+            ] + extra.members.map { ($0.name, $0.value) } + [("claims", .object(claims))])
     }
 }
 

@@ -121,16 +121,23 @@ package struct ProviderConfiguration: Sendable {
         case jws(ProviderPolicy, KeyLocation)
         /// An opaque access-token provider checked through its inspection API.
         case opaque(OpaqueProviderSettings)
+        /// `facebook`: Limited Login tokens verified as `facebook_limited`, classic access tokens (when the app
+        /// secret is configured) through `debug_token`.
+        case facebook(ProviderPolicy, KeyLocation, OpaqueProviderSettings?)
     }
 
     package var policy: ProviderPolicy? {
-        if case .jws(let policy, _) = settings { return policy }
-        return nil
+        switch settings {
+        case .jws(let policy, _), .facebook(let policy, _, _): return policy
+        case .opaque: return nil
+        }
     }
 
     package var keys: KeyLocation? {
-        if case .jws(_, let keys) = settings { return keys }
-        return nil
+        switch settings {
+        case .jws(_, let keys), .facebook(_, let keys, _): return keys
+        case .opaque: return nil
+        }
     }
 
     package enum KeyLocation: Sendable, Equatable {
@@ -320,6 +327,9 @@ extension Configuration {
             let kinds = ProviderKind.allCases.map(\.rawValue).joined(separator: ", ")
             throw ConfigError("\(node.key).kind", "unknown provider kind \"\(kindName)\" (kinds: \(kinds); set kind: for a custom name)")
         }
+        if kind == .facebook {
+            return try parseFacebook(name: name, node: node, defaults: defaults, baseDirectory: baseDirectory, environment: environment)
+        }
         guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
         let fields = try node.mapping(allowed: [
             "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp", "replay",
@@ -351,7 +361,7 @@ extension Configuration {
         case .oidc:
             guard let issuerNode = fields["issuer"] else { throw ConfigError("\(node.key).issuer", "is required for kind oidc") }
             policy = .oidc(name: name, issuer: try issuerNode.url(allowLoopbackHTTP: devIdP), audiences: audiences)
-        case .github, .facebookClassic:
+        case .github, .facebookClassic, .facebook:
             throw ConfigError(node.key, "not a JWS provider")
         }
         if kind != .oidc, let issuerNode = fields["issuer"] {
@@ -466,6 +476,58 @@ extension Configuration {
         return provider
     }
 
+    /// A `facebook` provider: `app_id` is the Limited Login audience and the classic tokens' app; `app_secret_env`
+    /// (needed for classic tokens) is optional — without it classic tokens are refused as `invalid_request`.
+    static func parseFacebook(
+        name: String, node: ConfigNode, defaults: Configuration, baseDirectory: String, environment: [String: String]
+    ) throws(ConfigError) -> ProviderConfiguration {
+        let fields = try node.mapping(allowed: [
+            "kind", "app_id", "app_secret_env", "graph_url", "jwks_url", "jwks_file", "cache_seconds", "dev_idp", "replay", "nonce_required",
+            "forward_auth", "max_concurrent_inspections", "max_inspections_per_second",
+        ])
+        let devIdP = try fields["dev_idp"]?.bool() ?? false
+        guard let idNode = fields["app_id"] else { throw ConfigError("\(node.key).app_id", "is required for kind facebook") }
+        let appID = try idNode.string()
+        guard !appID.isEmpty, appID.utf8.count <= 32, appID.utf8.allSatisfy({ (48...57).contains($0) }) else {
+            throw ConfigError(idNode.key, "must be the numeric Facebook app id")
+        }
+        var policy = ProviderPolicy.facebookLimited(name: name, audiences: [appID])
+        policy.leewaySeconds = defaults.leewaySeconds
+        policy.maxTokenBytes = defaults.maxTokenBytes
+        if let required = fields["nonce_required"] { policy.nonceRequired = try required.bool() }
+        let keys: ProviderConfiguration.KeyLocation
+        switch (fields["jwks_url"], fields["jwks_file"]) {
+        case (.some(let url), .some): throw ConfigError(url.key, "give jwks_url or jwks_file, not both")
+        case (.some(let url), nil): keys = .jwksURL(try url.url(allowLoopbackHTTP: devIdP))
+        case (nil, .some(let file)):
+            let path = try file.string()
+            keys = .jwksFile(path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)")
+        case (nil, nil): keys = .jwksURL(defaultJWKSURL(.facebookLimited)!)
+        }
+        var classic: OpaqueProviderSettings? = nil
+        if let secretNode = fields["app_secret_env"] {
+            let variable = try secretNode.string()
+            guard let secret = environment[variable], !secret.isEmpty else {
+                throw ConfigError(secretNode.key, "environment variable \(variable) is not set (secrets come from the environment, never the file)")
+            }
+            var limits = InspectionLimiter.Limits()
+            if let value = fields["max_concurrent_inspections"] { limits.maximumConcurrent = try value.int(in: 1...1024) }
+            if let value = fields["max_inspections_per_second"] { limits.maximumPerSecond = Double(try value.int(in: 1...100_000)) }
+            classic = OpaqueProviderSettings(
+                clientID: appID, secret: secret, secretEnvironmentVariable: variable,
+                baseURL: try fields["graph_url"]?.url(allowLoopbackHTTP: devIdP) ?? "https://graph.facebook.com",
+                cacheSeconds: Double(try fields["cache_seconds"]?.int(in: 0...3600) ?? 60), inspectionLimits: limits)
+        } else {
+            for key in ["graph_url", "cache_seconds", "max_concurrent_inspections", "max_inspections_per_second"] {
+                if let node = fields[key] { throw ConfigError(node.key, "applies to classic tokens: set app_secret_env too") }
+            }
+        }
+        var provider = ProviderConfiguration(name: name, kind: .facebook, settings: .facebook(policy, keys, classic), devIdP: devIdP)
+        provider.replayOptOut = try (fields["replay"]?.bool()).map { !$0 } ?? false
+        if let block = fields["forward_auth"] { provider.forwardAuth = try parseForwardAuth(block) }
+        return provider
+    }
+
     /// A provider's `forward_auth` block: header and cookie names are validated, claim headers checked for
     /// names that could never be claims and for duplicates (names are case-insensitive).
     static func parseForwardAuth(_ node: ConfigNode) throws(ConfigError) -> ForwardAuthPolicy {
@@ -476,7 +538,13 @@ extension Configuration {
             guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy(HTTPToken.isTokenCharacter) else {
                 throw ConfigError(node.key, "must be an HTTP header name (RFC 9110 token characters)")
             }
-            return ASCII.lowercased(name)
+            let lower = ASCII.lowercased(name)
+            // The token or nonce must not come from a header with another job (the caller key, the cookie jar,
+            // framing): reading X-Tokenguard-Key as the token would send the caller key to an inspection API.
+            guard lower == "authorization" || lower == "x-tokenguard-nonce" || !ClaimHeader.reservedNames.contains(lower),
+                lower == "x-tokenguard-nonce" || !ClaimHeader.reservedPrefixes.contains(where: { lower.hasPrefix($0) })
+            else { throw ConfigError(node.key, "\(lower) is reserved: name the header your gateway puts the token or nonce in") }
+            return lower
         }
         if let node = fields["token_header"] { policy.tokenHeader = node.isNull ? nil : try headerName(node) }
         if let node = fields["token_cookie"], !node.isNull {
@@ -489,7 +557,10 @@ extension Configuration {
         guard policy.tokenHeader != nil || policy.tokenCookie != nil else {
             throw ConfigError(node.key, "needs token_header or token_cookie (or both)")
         }
-        if let node = fields["nonce_header"] { policy.nonceHeader = try headerName(node) }
+        if let node = fields["nonce_header"] {
+            policy.nonceHeader = try headerName(node)
+            if policy.nonceHeader == "authorization" { throw ConfigError(node.key, "authorization carries the token, not the nonce") }
+        }
         if policy.tokenHeader == policy.nonceHeader { throw ConfigError(node.key, "token_header and nonce_header must differ") }
         if let node = fields["mode"] {
             guard let mode = ForwardAuthPolicy.Mode(rawValue: try node.string()) else { throw ConfigError(node.key, "must be enforce or shadow") }
@@ -652,6 +723,7 @@ extension Configuration {
         case .apple: "https://appleid.apple.com/auth/keys"
         case .facebookLimited: "https://limited.facebook.com/.well-known/oauth/openid/jwks/"
         case .microsoft: "https://login.microsoftonline.com/common/discovery/v2.0/keys"
+        case .facebook: defaultJWKSURL(.facebookLimited)
         case .oidc, .github, .facebookClassic: nil
         }
     }

@@ -17,6 +17,8 @@ package struct VerifierRegistry: Sendable {
     package private(set) var revocations: RevocationGuard? = nil
     /// How each provider answers gateway checks (`forward_auth`); a provider without the block uses the defaults.
     package private(set) var forwardAuthPolicies: [String: ForwardAuthPolicy] = [:]
+    /// Each provider's kind (`facebook` routes by the token's shape; single-kind Facebook providers name the other).
+    package private(set) var kinds: [String: ProviderKind] = [:]
     /// The largest token accepted (`max_token_bytes`), for reading credentials out of headers.
     package private(set) var maxTokenBytes = ProviderPolicy.defaultMaxTokenBytes
     private let clock: WallClock
@@ -63,6 +65,18 @@ package struct VerifierRegistry: Sendable {
                 verifiers[provider.name] = TokenVerifier(
                     policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive, clock),
                     cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
+            case .facebook(let policy, let keys, let classic):
+                verifiers[provider.name] = TokenVerifier(
+                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive, clock),
+                    cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
+                if let classic {
+                    let inspector = FacebookLoginTokenInspector(
+                        providerName: provider.name, appID: classic.clientID, appSecret: classic.secret, graphURL: classic.baseURL,
+                        fetcher: fetcher ?? NoFetcher())
+                    opaque[provider.name] = OpaqueTokenVerifier(
+                        inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: classic.cacheSeconds), limits: classic.inspectionLimits,
+                        clock: clock)
+                }
             case .opaque(let settings):
                 let inspector: any OpaqueTokenInspector
                 let fetcher = fetcher ?? NoFetcher()
@@ -94,7 +108,10 @@ package struct VerifierRegistry: Sendable {
             }
         }
         self.init(verifiers: verifiers, opaqueVerifiers: opaque, replayGuards: guards, replayStore: store, clock: clock)
-        for provider in configuration.providers { forwardAuthPolicies[provider.name] = provider.forwardAuth }
+        for provider in configuration.providers {
+            forwardAuthPolicies[provider.name] = provider.forwardAuth
+            kinds[provider.name] = provider.kind
+        }
         maxTokenBytes = configuration.maxTokenBytes
         self.revocations = revocations
     }
@@ -137,7 +154,7 @@ package struct VerifierRegistry: Sendable {
     }
 
     /// The configured provider names, sorted.
-    package var providerNames: [String] { (Array(verifiers.keys) + Array(opaqueVerifiers.keys)).sorted() }
+    package var providerNames: [String] { Set(Array(verifiers.keys) + Array(opaqueVerifiers.keys)).sorted() }
 
     /// Verifies one token. JWS tokens are checked with the keys in memory, refetching once (single flight,
     /// rate-limited) on an unknown `kid` or a cold cache; opaque tokens are asked of their provider (cached).
@@ -155,16 +172,71 @@ package struct VerifierRegistry: Sendable {
         provider requested: String, token: String, nonce: String?, at: Int64?, explain: Bool, claimReplay: Bool = true
     ) async -> (result: VerificationResult, explanation: Explanation?) {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
-        if let verifier = verifiers[provider] {
-            var (result, explanation) = await verifier.verifyRefreshingKeys(
-                token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil, explain: explain)
-            // Revocations apply to every verdict, cached ones included, before a replay claim is spent on it.
-            if let revocations { result = revocations.check(result) }
-            // Replay protection runs last, on tokens presented now (a logged token checked at a past time is not a use).
-            guard at == nil, claimReplay, let replay = replayGuards[provider] else { return (result, explanation) }
-            let checked = await replay.check(result, provider: provider, token: token)
-            return (checked, explanation.map { Self.withReplay($0, result: result, checked: checked) })
+        let kind = kinds[provider]
+        let looksLikeJWS = token.utf8.count { $0 == UInt8(ascii: ".") } == 2
+        if kind == .facebookLimited && !looksLikeJWS && !token.isEmpty {
+            return (
+                .failure(
+                    VerificationError(
+                        .malformedToken, "not a Limited Login token (a JWS): a classic access token goes to a facebook or facebook_classic provider")),
+                nil
+            )
         }
+        if kind == .facebookClassic && looksLikeJWS {
+            return (
+                .failure(
+                    VerificationError(
+                        .malformedToken, "a JWS is not a classic access token: a Limited Login token goes to a facebook or facebook_limited provider")
+                ),
+                nil
+            )
+        }
+        if kind == .facebook {
+            if looksLikeJWS, let verifier = verifiers[provider] {
+                let (result, explanation) = await verifyJWS(
+                    verifier, provider: provider, token: token, nonce: nonce, at: at, explain: explain, claimReplay: claimReplay)
+                return (Self.withLogin("limited", result), explanation)
+            }
+            guard opaqueVerifiers[provider] != nil else {
+                return (
+                    .failure(VerificationError(.invalidRequest, "\(provider) takes classic access tokens only with app_secret_env configured")), nil
+                )
+            }
+            let (result, explanation) = await verifyOpaque(provider: provider, token: token, nonce: nonce, at: at, explain: explain)
+            return (Self.withLogin("classic", result), explanation)
+        }
+        if let verifier = verifiers[provider] {
+            return await verifyJWS(verifier, provider: provider, token: token, nonce: nonce, at: at, explain: explain, claimReplay: claimReplay)
+        }
+        if opaqueVerifiers[provider] != nil { return await verifyOpaque(provider: provider, token: token, nonce: nonce, at: at, explain: explain) }
+        return (.failure(Self.unknownProvider(requested)), nil)
+    }
+
+    /// A `facebook` verdict says which login the token came from.
+    static func withLogin(_ login: String, _ result: VerificationResult) -> VerificationResult {
+        result.map { verdict in
+            var verdict = verdict
+            verdict.extra.set("login", .string(login))
+            return verdict
+        }
+    }
+
+    private func verifyJWS(
+        _ verifier: TokenVerifier, provider: String, token: String, nonce: String?, at: Int64?, explain: Bool, claimReplay: Bool
+    ) async -> (result: VerificationResult, explanation: Explanation?) {
+        var (result, explanation) = await verifier.verifyRefreshingKeys(
+            token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil, explain: explain)
+        // Revocations apply to every verdict, cached ones included, before a replay claim is spent on it.
+        if let revocations { result = revocations.check(result) }
+        // Replay protection runs last, on tokens presented now (a logged token checked at a past time is not a use).
+        guard at == nil, claimReplay, let replay = replayGuards[provider] else { return (result, explanation) }
+        let checked = await replay.check(result, provider: provider, token: token)
+        return (checked, explanation.map { Self.withReplay($0, result: result, checked: checked) })
+    }
+
+    private func verifyOpaque(
+        provider: String, token: String, nonce: String?, at: Int64?, explain: Bool
+    ) async -> (result: VerificationResult, explanation: Explanation?) {
         if let verifier = opaqueVerifiers[provider] {
             let explanation =
                 explain
@@ -178,7 +250,7 @@ package struct VerifierRegistry: Sendable {
             let result = await verifier.verify(token: token)
             return (revocations?.check(result) ?? result, explanation)
         }
-        return (.failure(Self.unknownProvider(requested)), nil)
+        return (.failure(Self.unknownProvider(provider)), nil)
     }
 
     /// The explanation's replay check, from the claim this very request made.
@@ -199,7 +271,8 @@ package struct VerifierRegistry: Sendable {
     /// Opaque providers need the network: use ``verify(provider:token:nonce:at:)``.
     package func verifyWithKeysInHand(provider requested: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
         guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
-        guard let verifier = verifiers[provider] else { return nil }
+        // Facebook kinds route by the token's shape and add fields: the full path does that.
+        guard let verifier = verifiers[provider], kinds[provider] != .facebook, kinds[provider] != .facebookLimited else { return nil }
         if at == nil && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
         let result = verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
         return revocations?.check(result) ?? result

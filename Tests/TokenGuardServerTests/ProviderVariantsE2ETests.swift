@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardCrypto
+import TokenGuardService
+import TokenGuardTestSupport
+
+/// Provider variants through the binary: one `facebook` entry for both logins, Apple's normalised account fields.
+@Suite(.serialized)
+struct ProviderVariantsE2ETests {
+    func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    func object(_ response: HTTPResponse) throws -> JSONObject { try JSONParser.parseObject(response.body) }
+
+    @Test(
+        "facebook: a Limited Login JWS verifies as limited, a classic access token through debug_token as classic; misrouted tokens name the right kind"
+    )
+    func oneFacebookEntry() async throws {
+        let appID = ProviderTokens.facebookAudience
+        let secret = "fb-app-secret-0123456789"
+        let graph = try FakeHTTPServer { request in
+            guard request.path.hasPrefix("/debug_token?"), request.path.contains("input_token=EAAB") else {
+                return .json("{\"data\":{\"error\":{\"code\":190,\"message\":\"Invalid OAuth access token.\"},\"is_valid\":false,\"scopes\":[]}}")
+            }
+            return .json(
+                "{\"data\":{\"app_id\":\"\(appID)\",\"type\":\"USER\",\"application\":\"x\",\"expires_at\":\(Int(Date().timeIntervalSince1970) + 3600),\"is_valid\":true,\"scopes\":[\"public_profile\"],\"user_id\":\"10158\"}}"
+            )
+        }
+        defer { graph.stop() }
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            providers:
+              facebook: { kind: facebook, app_id: "\(appID)", app_secret_env: TG_FB, graph_url: "\(graph.baseURL)", dev_idp: true, jwks_file: "\(jwks)" }
+              fb_limited_only: { kind: facebook, app_id: "\(appID)", jwks_file: "\(jwks)" }
+              facebook_limited: { audiences: ["\(appID)"], jwks_file: "\(jwks)" }
+              facebook_classic: { app_id: "\(appID)", app_secret_env: TG_FB, graph_url: "\(graph.baseURL)", dev_idp: true }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], environment: ["TG_FB": secret], workspace: workspace)
+        defer { server.stop() }
+        let limited = try key.sign(ProviderTokens.facebookLimited(now: now(), rawNonce: "fb-nonce"))
+        let asLimited = try await server.post("/v1/verify", "{\"provider\":\"facebook\",\"token\":\"\(limited)\",\"nonce\":\"fb-nonce\"}")
+        #expect(asLimited.status == 200, "\(String(decoding: asLimited.body, as: UTF8.self))")
+        #expect(try object(asLimited)["login"] == .string("limited"))
+        #expect(try object(asLimited)["user_id"] == .string("3944046265836837"))
+        let asClassic = try await server.post("/v1/verify", "{\"provider\":\"facebook\",\"token\":\"EAABwzLixnjYBAtoken123\"}")
+        #expect(asClassic.status == 200, "\(String(decoding: asClassic.body, as: UTF8.self))")
+        #expect(try object(asClassic)["login"] == .string("classic"))
+        #expect(try object(asClassic)["user_id"] == .string("10158"))
+        let foreign = try await server.post("/v1/verify", "{\"provider\":\"facebook\",\"token\":\"XYZinvalid\"}")
+        #expect(foreign.status == 401)
+        // Without the app secret a facebook entry takes Limited Login only.
+        let noSecret = try await server.post("/v1/verify", "{\"provider\":\"fb_limited_only\",\"token\":\"EAABwzLixnjYBAtoken123\"}")
+        #expect(noSecret.status == 400 || noSecret.status == 401)
+        // The single-kind providers point at the right one.
+        let wrongForLimited = try object(
+            try await server.post("/v1/verify", "{\"provider\":\"facebook_limited\",\"token\":\"EAABwzLixnjYBAtoken123\"}"))
+        #expect(wrongForLimited["error"]?.objectValue?["code"] == .string("malformed_token"))
+        #expect(wrongForLimited["error"]?.objectValue?["message"]?.stringValue?.contains("facebook_classic") == true)
+        let wrongForClassic = try object(try await server.post("/v1/verify", "{\"provider\":\"facebook_classic\",\"token\":\"\(limited)\"}"))
+        #expect(wrongForClassic["error"]?.objectValue?["code"] == .string("malformed_token"))
+        #expect(wrongForClassic["error"]?.objectValue?["message"]?.stringValue?.contains("facebook_limited") == true)
+        #expect(!server.log().contains(secret))
+    }
+
+    @Test("Apple verdicts carry is_private_email (boolean) and real_user_status (integer), normalised from either form")
+    func appleFields() async throws {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            "providers:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\", nonce_required: false }\n")
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        for asString in [false, true] {
+            var claims = ProviderTokens.apple(now: now(), rawNonce: nil, emailVerifiedAsString: asString)
+            claims.set("sub", .string("apple-\(asString)"))
+            let verdict = try object(try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(try key.sign(claims))\"}"))
+            #expect(verdict["is_private_email"] == .bool(true))
+            #expect(verdict["real_user_status"] == .integer(2))
+            #expect(verdict["email_verified"] == .bool(true))
+        }
+        var bare = ProviderTokens.apple(now: now(), rawNonce: nil)
+        bare.set("sub", .string("apple-bare"))
+        bare = JSONObject(bare.members.filter { $0.name != "is_private_email" }.map { ($0.name, $0.value) })
+        bare.set("real_user_status", .string("7"))
+        let verdict = try object(try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(try key.sign(bare))\"}"))
+        #expect(verdict["is_private_email"] == .bool(false))
+        #expect(verdict["real_user_status"] == .null)
+    }
+}
