@@ -36,7 +36,9 @@ package func buildApplication(
         configuration: .init(address: .hostname(host, port: port), serverName: "tokenguard", reuseAddress: true),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
         logger: logger)
-    application.addServices(KeyRefreshService(sources: registry.fetchingSources, revocations: registry.revocations))
+    application.addServices(
+        KeyRefreshService(
+            sources: registry.fetchingSources, revocations: registry.revocations, tenantResolvers: Array(registry.tenantResolvers.values)))
     application.addServices(extraServices)
     return application
 }

@@ -33,6 +33,32 @@ struct StatusRoutes: Sendable {
                 entry.set("expires_at", status.expiresAt.flatMap { Int64(exactly: $0.rounded(.down)) }.map(JSONValue.integer) ?? .null)
                 entry.set("last_error", status.lastError.map(JSONValue.string) ?? .null)
                 entry.set("skipped_keys", status.skippedKeys.json)
+                let changes = (verifier.keySource as? JWKSKeySource)?.drift.changes ?? []
+                entry.set(
+                    "drift",
+                    .array(
+                        changes.map { change in
+                            .object(
+                                JSONObject([
+                                    ("what", .string(change.what)), ("from", .string(change.from)), ("to", .string(change.to)),
+                                    ("seen_at", .integer(change.seenAt)),
+                                ]))
+                        }))
+                if let resolver = registry.tenantResolvers[name] {
+                    entry.set(
+                        "tenant_names",
+                        .array(
+                            resolver.resolutions.map { item in
+                                var object = JSONObject([("name", .string(item.name))])
+                                switch item.resolution {
+                                case .resolved(let tenantID): object.set("tenant_id", .string(tenantID))
+                                case .notFound: object.set("error", .string("the authority knows no such tenant"))
+                                case .unreachable(let reason): object.set("error", .string(reason))
+                                case .pending: object.set("error", .string("not resolved yet"))
+                                }
+                                return .object(object)
+                            }))
+                }
             } else {
                 // Opaque-token providers hold no keys; they are asked per token.
                 entry.set("usable", .bool(true))
@@ -40,6 +66,8 @@ struct StatusRoutes: Sendable {
                 entry.set("fetched_at", .null)
                 entry.set("expires_at", .null)
                 entry.set("last_error", .null)
+                entry.set("skipped_keys", .array([]))
+                entry.set("drift", .array([]))
             }
             list.append(.object(entry))
         }

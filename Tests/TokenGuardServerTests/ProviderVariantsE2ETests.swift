@@ -3,6 +3,7 @@ import Testing
 import TokenGuardCore
 import TokenGuardCrypto
 import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// Provider variants through the binary: one `facebook` entry for both logins, Apple's normalised account fields.
@@ -91,5 +92,60 @@ struct ProviderVariantsE2ETests {
         let verdict = try object(try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(try key.sign(bare))\"}"))
         #expect(verdict["is_private_email"] == .bool(false))
         #expect(verdict["real_user_status"] == .null)
+    }
+
+    @Test("drift: a changed discovery issuer, algorithm list or JWKS key types is reported and counted, and trusts nothing new")
+    func drift() async throws {
+        let rsa = try SharedTestKeys.rsa()
+        let ec = try SharedTestKeys.p256()
+        let changed = Locked(false)
+        let idp = try FakeHTTPServer()
+        defer { idp.stop() }
+        let issuer = idp.baseURL
+        idp.respond { request in
+            let later = changed.withLock { $0 }
+            if request.path == "/.well-known/openid-configuration" {
+                let algs = later ? "[\"RS256\",\"ES256\"]" : "[\"RS256\"]"
+                let documentIssuer = later ? "\(issuer)/moved" : issuer
+                return .json("{\"issuer\":\"\(documentIssuer)\",\"jwks_uri\":\"\(issuer)/jwks\",\"id_token_signing_alg_values_supported\":\(algs)}")
+            }
+            if request.path == "/jwks" {
+                let keys = later ? [rsa, ec] : [rsa]
+                return .json((try? SharedTestKeys.jwks(keys)) ?? "{}", headers: [("Cache-Control", "max-age=1")])
+            }
+            return .json("{}", status: 404)
+        }
+        let workspace = try TempWorkspace()
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            keys: { min_ttl_seconds: 1, max_ttl_seconds: 1 }
+            providers:
+              corp: { kind: oidc, issuer: "\(issuer)", audiences: ["api"], dev_idp: true }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        func token() throws -> String {
+            try rsa.sign(JSONObject([("iss", .string(issuer)), ("aud", .string("api")), ("sub", .string("u1")), ("exp", .integer(now() + 600))]))
+        }
+        #expect(try await server.post("/v1/verify", "{\"provider\":\"corp\",\"token\":\"\(try token())\"}").status == 200)
+        changed.withLock { $0 = true }
+        var drift: [JSONValue] = []
+        for _ in 0..<60 where drift.count < 3 {
+            try await Task.sleep(for: .milliseconds(100))
+            let providers = try object(try await server.get("/v1/providers"))["providers"]?.arrayValue ?? []
+            drift = providers.first?.objectValue?["drift"]?.arrayValue ?? []
+        }
+        let whats = Set(drift.compactMap { $0.objectValue?["what"]?.stringValue })
+        #expect(whats.isSuperset(of: ["issuer", "algorithms", "key_types"]), "\(drift)")
+        let issuerChange = drift.first { $0.objectValue?["what"]?.stringValue == "issuer" }?.objectValue
+        #expect(issuerChange?["from"] == .string(issuer) && issuerChange?["to"] == .string("\(issuer)/moved"))
+        // What is trusted did not move with it: the configured issuer's tokens still verify, the moved one's do not.
+        #expect(try await server.post("/v1/verify", "{\"provider\":\"corp\",\"token\":\"\(try token())\"}").status == 200)
+        let moved = try rsa.sign(
+            JSONObject([("iss", .string("\(issuer)/moved")), ("aud", .string("api")), ("sub", .string("u1")), ("exp", .integer(now() + 600))]))
+        #expect(try await server.post("/v1/verify", "{\"provider\":\"corp\",\"token\":\"\(moved)\"}").status == 401)
+        let metrics = String(decoding: try await server.get("/metrics").body, as: UTF8.self)
+        #expect(metrics.contains(#"tokenguard_provider_drift_total{provider="corp",what="issuer"}"#))
     }
 }

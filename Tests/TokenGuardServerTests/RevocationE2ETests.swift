@@ -31,6 +31,7 @@ struct RevocationE2ETests {
         return try workspace.write(
             "tokenguard.yaml",
             """
+            key_archive: "keys.sqlite"
             revocations: { max_staleness_seconds: 2 }
             \(extra)
             providers:

@@ -223,7 +223,7 @@ struct SecurityE2ETests {
                 ("exp", .integer(Int64(Date().timeIntervalSince1970) + 600)),
             ]))
         let response = try await server.post("/v1/verify", "{\"provider\":\"corp\",\"token\":\"\(token)\"}")
-        #expect(response.status == 503)
+        #expect(response.status == 503, "\(String(decoding: response.body, as: UTF8.self))")
         #expect(try code(response) == "keys_unavailable")
         let providers = String(decoding: try await server.get("/v1/providers").body, as: UTF8.self)
         #expect(providers.contains("jwks_uri refused"))

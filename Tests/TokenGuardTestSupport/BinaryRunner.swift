@@ -52,6 +52,8 @@ package enum BinaryRunner {
         let process = Process()
         process.executableURL = try executable()
         process.arguments = arguments
+        // Relative defaults (key archive, revocation store) land in this run's own directory.
+        process.currentDirectoryURL = directory
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "TOKENGUARD_CONFIG")
         for (key, value) in environment { env[key] = value }

@@ -18,6 +18,9 @@ package final class ServerProcess: @unchecked Sendable {
         process = Process()
         process.executableURL = try BinaryRunner.executable()
         process.arguments = ["serve", "--listen", "127.0.0.1:\(port)"] + arguments
+        // Relative defaults (the key archive, the revocation store beside it) land in the test's own workspace,
+        // never in a file another test or an earlier run shares.
+        process.currentDirectoryURL = workspace.url
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "TOKENGUARD_CONFIG")
         for (key, value) in environment { env[key] = value }

@@ -8,13 +8,15 @@ public enum ProviderKind: String, Sendable, CaseIterable {
     case oidc
     case github
     case facebookClassic = "facebook_classic"
+    /// Microsoft Entra External ID (CIAM): one tenant, issuer `https://{tenant}.ciamlogin.com/{tenant}/v2.0`.
+    case microsoftExternalID = "microsoft_external_id"
     /// Both Facebook logins in one entry: a Limited Login JWS, or a classic access token checked by `debug_token`.
     case facebook
 
     /// True for the JWS ID-token kinds the core verifies locally (`facebook` is both: see the registry).
     public var isJWS: Bool {
         switch self {
-        case .apple, .facebookLimited, .microsoft, .oidc: true
+        case .apple, .facebookLimited, .microsoft, .microsoftExternalID, .oidc: true
         case .github, .facebookClassic, .facebook: false
         }
     }
@@ -79,9 +81,17 @@ public enum TenantRule: Sendable, Equatable {
     }
 }
 
-enum GUID {
+/// Tenants named by domain (`contoso.onmicrosoft.com`) and resolved to GUIDs outside the core: the verifier asks it
+/// about a token's tenant that the static rule does not allow.
+public protocol TenantDirectory: Sendable {
+    /// nil when the tenant is one the configured names resolve to; `keys_unavailable` while some name cannot be
+    /// resolved because its authority is unreachable (the token may belong to it); `tenant_not_allowed` otherwise.
+    func check(tenantID: String) -> VerificationError?
+}
+
+public enum GUID {
     /// True for a lowercase 8-4-4-4-12 hex GUID. Used before a `tid` is put into an issuer string.
-    static func isValid(_ string: String) -> Bool {
+    public static func isValid(_ string: String) -> Bool {
         let bytes = Array(string.utf8)
         guard bytes.count == 36 else { return false }
         for (index, byte) in bytes.enumerated() {
@@ -117,6 +127,16 @@ public struct ProviderPolicy: Sendable {
     public var tokenTypes: [String] = ProviderPolicy.defaultTokenTypes
     /// Accepted `azp` values when a token carries one (config `authorized_parties`); nil means the audiences.
     public var authorizedParties: [String]? = nil
+    /// Tenants configured by domain name, resolved by the service (Microsoft `tenants` entries that are not GUIDs).
+    public var tenantDirectory: (any TenantDirectory)? = nil
+    /// Microsoft v2.0 tokens (issuer from `issuers`' template) are accepted (config `token_versions` has 2).
+    public var acceptsV2Tokens = true
+    /// Microsoft v1.0 tokens are accepted with this issuer template (config `token_versions` has 1); their keys'
+    /// `issuer` property (a v2 template) is not compared.
+    public var v1IssuerTemplate: String? = nil
+
+    public static let microsoftV1IssuerTemplate = "https://sts.windows.net/{tenantid}/"
+    public static let microsoftAuthority = "https://login.microsoftonline.com"
 
     /// No `typ` (Apple and Facebook send none), `JWT`, or `application/jwt` (RFC 7519 §5.1, RFC 8725 §3.11).
     public static let defaultTokenTypes = ["", "jwt", "application/jwt"]
@@ -167,6 +187,16 @@ public struct ProviderPolicy: Sendable {
             name: name, kind: .microsoft, issuers: .tenantTemplate(microsoftIssuerTemplate), audiences: audiences,
             algorithms: [.rs256], nonceMode: .raw, nonceRequired: false, tenants: tenants, userIDClaim: "oid",
             rejectsHeaderNonce: true)
+    }
+
+    /// Entra External ID (CIAM): Microsoft's rules, with the one tenant's ciamlogin.com issuer.
+    public static func microsoftExternalID(name: String, tenantID: String, audiences: [String]) -> ProviderPolicy {
+        var policy = ProviderPolicy(
+            name: name, kind: .microsoftExternalID, issuers: .tenantTemplate("https://{tenantid}.ciamlogin.com/{tenantid}/v2.0"),
+            audiences: audiences, algorithms: [.rs256], nonceMode: .raw, nonceRequired: false, tenants: .list([tenantID]), userIDClaim: "oid",
+            rejectsHeaderNonce: true)
+        policy.acceptsV2Tokens = true
+        return policy
     }
 
     /// Any OpenID Connect issuer: every asymmetric algorithm by default, raw nonce, optional.

@@ -266,7 +266,7 @@ public struct TokenVerifier: Sendable {
     /// tenant can put any unverified email in its tokens): only `xms_edov` (email domain owner verified) counts,
     /// and only with an `email`. Other providers: their `email_verified` claim.
     func emailVerified(_ reader: ClaimsReader) throws(VerificationError) -> Bool {
-        guard policy.kind == .microsoft else { return try reader.emailVerified() }
+        guard policy.kind == .microsoft || policy.kind == .microsoftExternalID else { return try reader.emailVerified() }
         guard let email = try reader.string("email"), !email.isEmpty else { return false }
         switch reader.claims["xms_edov"] {
         case .bool(true)?, .string("1")?, .string("true")?: return true
@@ -289,12 +289,27 @@ public struct TokenVerifier: Sendable {
             // Only a well-formed GUID goes into the template, so a crafted tid cannot shape the issuer string.
             guard GUID.isValid(tid) else { throw VerificationError(.invalidIssuer, "claim tid is not a tenant GUID") }
             let expected = template.replacingTenantID(with: tid)
-            guard issuer.sameBytes(as: expected) else {
-                throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" does not match tenant \(tid) (expected \(expected))")
-            }
-            if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: issuer) {
+            let version = try reader.string("ver")
+            if policy.acceptsV2Tokens, issuer.sameBytes(as: expected) {
+                if let version, !version.sameBytes(as: "2.0") {
+                    throw VerificationError(.invalidIssuer, "a v2.0 issuer with ver \"\(version.prefix(16))\"")
+                }
+                if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: issuer) {
+                    throw VerificationError(
+                        .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key?.keyID ?? "").prefix(64))\"")
+                }
+            } else if let v1 = policy.v1IssuerTemplate, issuer.sameBytes(as: v1.replacingTenantID(with: tid)) {
+                // A v1.0 token: the key's issuer property is a v2.0 template and is not compared.
+                if let version, !version.sameBytes(as: "1.0") {
+                    throw VerificationError(.invalidIssuer, "a v1.0 issuer with ver \"\(version.prefix(16))\"")
+                }
+            } else {
+                var accepted: [String] = []
+                if policy.acceptsV2Tokens { accepted.append(expected) }
+                if let v1 = policy.v1IssuerTemplate { accepted.append(v1.replacingTenantID(with: tid)) }
                 throw VerificationError(
-                    .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key?.keyID ?? "").prefix(64))\"")
+                    .invalidIssuer,
+                    "issuer \"\(issuer.prefix(128))\" does not match tenant \(tid) (expected \(accepted.joined(separator: " or ")))")
             }
             return (issuer, tid)
         }
@@ -329,6 +344,11 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(.tenantNotAllowed, "no tenants are configured for \(policy.name): \(hint)")
         }
         if let rule = policy.tenants, let tid = tenantID, !rule.allows(tid) {
+            // Tenants named by domain: resolved outside the core (and maybe not yet).
+            if let directory = policy.tenantDirectory {
+                if let error = directory.check(tenantID: tid) { throw error }
+                return
+            }
             throw VerificationError(.tenantNotAllowed, "tenant \(tid) is not allowed for \(policy.name)")
         }
     }

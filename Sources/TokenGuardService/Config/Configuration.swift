@@ -108,6 +108,10 @@ package struct ProviderConfiguration: Sendable {
     package var replayOptOut = false
     /// How `/v1/authz/{provider}` reads and answers (`forward_auth`; defaults when the block is absent).
     package var forwardAuth = ForwardAuthPolicy()
+    /// Microsoft `tenants` given by domain name, resolved to GUIDs through the authority's discovery documents.
+    package var tenantDomains: [String] = []
+    /// The Microsoft authority (`authority`; national clouds), for tenant-name resolution.
+    package var authority = ProviderPolicy.microsoftAuthority
 
     package init(name: String, kind: ProviderKind, settings: Settings, devIdP: Bool = false) {
         self.name = name
@@ -312,6 +316,28 @@ extension Configuration {
         return configuration
     }
 
+    /// Microsoft `tenants`: `*`, `organizations` or `consumers` alone, or tenant GUIDs and domain names
+    /// (`contoso.onmicrosoft.com`, resolved to GUIDs when keys are fetched).
+    static func parseTenants(_ entries: [String], key: String) throws(ConfigError) -> (TenantRule, [String]) {
+        if let rule = TenantRule.parse(entries) { return (rule, []) }
+        var guids: Set<String> = []
+        var domains: [String] = []
+        for entry in entries {
+            let lower = ASCII.lowercased(entry)
+            if GUID.isValid(lower) {
+                guids.insert(lower)
+            } else if lower.utf8.contains(UInt8(ascii: ".")), OutboundURL.isPlausibleHost(lower), !domains.contains(lower) {
+                domains.append(lower)
+            } else {
+                throw ConfigError(
+                    key, "\"\(entry.prefix(64))\" is not a tenant: use [\"*\"], [\"organizations\"], [\"consumers\"] or tenant GUIDs and domain names"
+                )
+            }
+        }
+        guard !domains.isEmpty || !guids.isEmpty else { throw ConfigError(key, "must not be empty") }
+        return (.list(guids), domains)
+    }
+
     package static func validatedListen(_ value: String, key: String) throws(ConfigError) -> String {
         guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]), (0...65535).contains(port),
             colon > value.startIndex
@@ -333,8 +359,15 @@ extension Configuration {
         guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
         let fields = try node.mapping(allowed: [
             "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp", "replay",
-            "jwks_hosts", "token_types", "authorized_parties", "forward_auth",
+            "jwks_hosts", "token_types", "authorized_parties", "forward_auth", "authority", "token_versions", "app_signing_keys", "tenant_id",
+            "tenant_subdomain",
         ])
+        for key in ["authority", "token_versions", "app_signing_keys"] where kind != .microsoft {
+            if let node = fields[key] { throw ConfigError(node.key, "only applies to kind microsoft") }
+        }
+        for key in ["tenant_id", "tenant_subdomain"] where kind != .microsoftExternalID {
+            if let node = fields[key] { throw ConfigError(node.key, "only applies to kind microsoft_external_id") }
+        }
         let devIdP = try fields["dev_idp"]?.bool() ?? false
         let replayOptOut = try (fields["replay"]?.bool()).map { !$0 } ?? false
         guard let audiencesNode = fields["audiences"] else { throw ConfigError("\(node.key).audiences", "is required") }
@@ -344,6 +377,9 @@ extension Configuration {
         }
 
         var policy: ProviderPolicy
+        var tenantDomains: [String] = []
+        var authority = ProviderPolicy.microsoftAuthority
+        var microsoftJWKS: String? = nil
         switch kind {
         case .apple: policy = .apple(name: name, audiences: audiences)
         case .facebookLimited: policy = .facebookLimited(name: name, audiences: audiences)
@@ -354,10 +390,46 @@ extension Configuration {
                     "\(node.key).tenants",
                     "is required for kind microsoft: list your tenant GUIDs, or \"organizations\", \"consumers\" or \"*\" to accept every tenant")
             }
-            guard let rule = TenantRule.parse(try tenantsNode.stringList()) else {
-                throw ConfigError(tenantsNode.key, "must be [\"*\"], [\"organizations\"], [\"consumers\"] or a list of tenant GUIDs")
+            if let node = fields["authority"] {
+                authority = try node.url(allowLoopbackHTTP: devIdP)
+                while authority.hasSuffix("/") { authority.removeLast() }
+                guard !authority.dropFirst(8).contains("/") || authority.hasPrefix("http://") else {
+                    throw ConfigError(node.key, "must be the authority's origin, e.g. https://login.microsoftonline.us")
+                }
             }
+            let entries = try tenantsNode.stringList()
+            let (rule, domains) = try parseTenants(entries, key: tenantsNode.key)
+            tenantDomains = domains
             policy = .microsoft(name: name, audiences: audiences, tenants: rule)
+            policy.issuers = .tenantTemplate("\(authority)/{tenantid}/v2.0")
+            if let node = fields["token_versions"] {
+                let versions = try node.stringList()
+                guard !versions.isEmpty, versions.allSatisfy({ $0 == "1" || $0 == "2" }) else {
+                    throw ConfigError(node.key, "must list 1, 2 or both")
+                }
+                policy.acceptsV2Tokens = versions.contains("2")
+                policy.v1IssuerTemplate = versions.contains("1") ? ProviderPolicy.microsoftV1IssuerTemplate : nil
+            }
+            microsoftJWKS = "\(authority)/common/discovery/v2.0/keys"
+            if try fields["app_signing_keys"]?.bool() ?? false {
+                // Apps with claims mapping get tokens signed by keys published only for them.
+                guard let appID = audiences.first, appID.utf8.allSatisfy({ HTTPToken.isTokenCharacter($0) && $0 != UInt8(ascii: "&") }) else {
+                    throw ConfigError("\(node.key).audiences", "the first audience (the app id) cannot go into a URL")
+                }
+                microsoftJWKS! += "?appid=\(appID)"
+            }
+        case .microsoftExternalID:
+            guard let tenantNode = fields["tenant_id"], let subdomainNode = fields["tenant_subdomain"] else {
+                throw ConfigError(node.key, "kind microsoft_external_id needs tenant_id (a GUID) and tenant_subdomain")
+            }
+            let tenantID = ASCII.lowercased(try tenantNode.string())
+            guard GUID.isValid(tenantID) else { throw ConfigError(tenantNode.key, "must be the tenant GUID") }
+            let subdomain = ASCII.lowercased(try subdomainNode.string())
+            guard !subdomain.isEmpty, subdomain.utf8.count <= 63,
+                subdomain.utf8.allSatisfy({ (97...122).contains($0) || (48...57).contains($0) || $0 == UInt8(ascii: "-") })
+            else { throw ConfigError(subdomainNode.key, "must be the tenant's subdomain (contoso for contoso.ciamlogin.com)") }
+            policy = .microsoftExternalID(name: name, tenantID: tenantID, audiences: audiences)
+            microsoftJWKS = "https://\(subdomain).ciamlogin.com/\(tenantID)/discovery/v2.0/keys"
         case .oidc:
             guard let issuerNode = fields["issuer"] else { throw ConfigError("\(node.key).issuer", "is required for kind oidc") }
             policy = .oidc(name: name, issuer: try issuerNode.url(allowLoopbackHTTP: devIdP), audiences: audiences)
@@ -366,7 +438,7 @@ extension Configuration {
         }
         if kind != .oidc, let issuerNode = fields["issuer"] {
             let issuer = try issuerNode.url(allowLoopbackHTTP: devIdP)
-            policy.issuers = kind == .microsoft ? .tenantTemplate(issuer) : .exact([issuer])
+            policy.issuers = kind == .microsoft || kind == .microsoftExternalID ? .tenantTemplate(issuer) : .exact([issuer])
         }
         if kind != .microsoft, let tenants = fields["tenants"] { throw ConfigError(tenants.key, "only applies to kind microsoft") }
         if kind != .oidc, let hosts = fields["jwks_hosts"] { throw ConfigError(hosts.key, "only applies to kind oidc (discovered keys)") }
@@ -421,7 +493,8 @@ extension Configuration {
             keys = .jwksFile(path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)")
         case (nil, nil):
             switch kind {
-            case .apple, .facebookLimited, .microsoft: keys = .jwksURL(defaultJWKSURL(kind)!)
+            case .microsoft, .microsoftExternalID: keys = .jwksURL(microsoftJWKS ?? defaultJWKSURL(.microsoft)!)
+            case .apple, .facebookLimited: keys = .jwksURL(defaultJWKSURL(kind)!)
             case .oidc:
                 guard case .exact(let issuers) = policy.issuers, let issuer = issuers.first else {
                     throw ConfigError("\(node.key).jwks_url", "is required")
@@ -432,6 +505,8 @@ extension Configuration {
         }
         var provider = ProviderConfiguration(name: name, kind: kind, settings: .jws(policy, keys), devIdP: devIdP)
         provider.replayOptOut = replayOptOut
+        provider.tenantDomains = tenantDomains
+        provider.authority = authority
         if let block = fields["forward_auth"] { provider.forwardAuth = try parseForwardAuth(block) }
         return provider
     }
@@ -724,7 +799,7 @@ extension Configuration {
         case .facebookLimited: "https://limited.facebook.com/.well-known/oauth/openid/jwks/"
         case .microsoft: "https://login.microsoftonline.com/common/discovery/v2.0/keys"
         case .facebook: defaultJWKSURL(.facebookLimited)
-        case .oidc, .github, .facebookClassic: nil
+        case .oidc, .github, .facebookClassic, .microsoftExternalID: nil
         }
     }
 

@@ -26,6 +26,10 @@ package final class JWKSKeySource: KeySource {
     package let provider: String
     package let location: Location
     package let policy: KeyFetchPolicy
+    /// What the provider publishes, watched for change.
+    package let drift: DriftMonitor
+    /// A discovery document fetched after each JWKS fetch only to watch for drift (never trusted).
+    package let watchedDiscoveryURL: String?
     private let fetcher: any HTTPFetching
     private let archive: KeyArchive?
     private let clock: WallClock
@@ -52,10 +56,16 @@ package final class JWKSKeySource: KeySource {
     package init(
         provider: String, location: Location, fetcher: any HTTPFetching, policy: KeyFetchPolicy = KeyFetchPolicy(),
         archive: KeyArchive? = nil, logger: Logger = Logger(label: "tokenguard.keys"),
-        clock: WallClock = .system
+        clock: WallClock = .system, watchedDiscoveryURL: String? = nil
     ) {
         self.provider = provider
         self.location = location
+        self.drift = DriftMonitor(provider: provider)
+        if case .discovery(let issuer, _, _) = location {
+            self.watchedDiscoveryURL = (issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer) + "/.well-known/openid-configuration"
+        } else {
+            self.watchedDiscoveryURL = watchedDiscoveryURL
+        }
         self.fetcher = fetcher
         self.policy = policy
         self.archive = archive
@@ -215,6 +225,8 @@ package final class JWKSKeySource: KeySource {
             // The keys are already in use; the fetch completes once they are archived (and the retired keys for
             // verification at a past time re-read), so a caller that awaited it sees a consistent archive.
             await archiveKeys(keySet, at: now)
+            drift.observe(keys: keySet, at: Int64(now))
+            await watchDiscovery(at: Int64(now))
             return .success(keySet)
         } catch let failure as FetchFailure {
             return fail(failure, started: started)
@@ -298,6 +310,23 @@ package final class JWKSKeySource: KeySource {
     }
 
     // MARK: - Discovery
+
+    /// Fetches the watched discovery document and records what it says; a failure is only logged (watching is not
+    /// verifying).
+    private func watchDiscovery(at seconds: Int64) async {
+        guard let url = watchedDiscoveryURL else { return }
+        do {
+            _ = try OutboundURL.validate(url)
+            let response = try await fetcher.send(HTTPRequest(url: url, headers: [("Accept", "application/json")], maximumResponseBytes: 256 * 1024))
+            guard response.status == 200, let document = try? JSONParser.parseObject(response.body) else {
+                logger.debug("watched discovery document unavailable", metadata: ["status": "\(response.status)"])
+                return
+            }
+            drift.observe(discovery: document, at: seconds)
+        } catch {
+            logger.debug("watched discovery document unavailable", metadata: ["error": "\(error)"])
+        }
+    }
 
     private func resolveJWKSURL() async throws -> String {
         if let url = state.withLock({ $0.jwksURL }) { return url }

@@ -44,7 +44,42 @@ package final class KeyArchive: Sendable {
                     )
                     """)
         }
+        migrator.registerMigration("v2-tenant-names") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE tenant_names (
+                        authority TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        tenant_id TEXT NOT NULL,
+                        resolved_at INTEGER NOT NULL,
+                        PRIMARY KEY (authority, name)
+                    )
+                    """)
+        }
         try migrator.migrate(database)
+    }
+
+    /// Records that the tenant `name` (a domain) resolved to `tenantID` at `authority`.
+    package func recordTenant(authority: String, name: String, tenantID: String, at time: Int64) throws {
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO tenant_names (authority, name, tenant_id, resolved_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (authority, name) DO UPDATE SET tenant_id = excluded.tenant_id, resolved_at = excluded.resolved_at
+                    """, arguments: [authority, name, tenantID, time])
+        }
+    }
+
+    /// Tenant names resolved before at `authority` (a damaged row is skipped).
+    package func tenants(authority: String) throws -> [String: String] {
+        try database.read { db in
+            var result: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT name, tenant_id FROM tenant_names WHERE authority = ?", arguments: [authority]) {
+                guard let name: String = row["name"], let tenantID: String = row["tenant_id"], GUID.isValid(tenantID) else { continue }
+                result[name] = tenantID
+            }
+            return result
+        }
     }
 
     /// Records that `keys` were published by `provider` at `seenAt` (Unix seconds).

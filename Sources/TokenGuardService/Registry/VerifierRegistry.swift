@@ -13,6 +13,8 @@ package struct VerifierRegistry: Sendable {
     package let replayGuards: [String: ReplayGuard]
     /// The replay store, when replay protection is on (for readiness).
     package let replayStore: (any ReplayStore)?
+    /// Microsoft tenants named by domain, resolved in the background.
+    package private(set) var tenantResolvers: [String: TenantNameResolver] = [:]
     /// Revocations applied to every verdict, when configured (the composition root opens the store).
     package private(set) var revocations: RevocationGuard? = nil
     /// How each provider answers gateway checks (`forward_auth`); a provider without the block uses the defaults.
@@ -59,9 +61,17 @@ package struct VerifierRegistry: Sendable {
     ) {
         var verifiers: [String: TokenVerifier] = [:]
         var opaque: [String: OpaqueTokenVerifier] = [:]
+        var resolvers: [String: TenantNameResolver] = [:]
         for provider in configuration.providers {
             switch provider.settings {
-            case .jws(let policy, let keys):
+            case .jws(var policy, let keys):
+                if !provider.tenantDomains.isEmpty {
+                    let resolver = TenantNameResolver(
+                        provider: provider.name, authority: provider.authority, names: provider.tenantDomains, fetcher: fetcher ?? NoFetcher(),
+                        archive: archive, clock: clock)
+                    policy.tenantDirectory = resolver
+                    resolvers[provider.name] = resolver
+                }
                 verifiers[provider.name] = TokenVerifier(
                     policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive, clock),
                     cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
@@ -114,6 +124,7 @@ package struct VerifierRegistry: Sendable {
         }
         maxTokenBytes = configuration.maxTokenBytes
         self.revocations = revocations
+        tenantResolvers = resolvers
     }
 
     /// Now, in Unix seconds, by the registry's clock.
@@ -134,7 +145,8 @@ package struct VerifierRegistry: Sendable {
         case .jwksURL(let url):
             guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) are at \(url), and no fetcher is configured") }
             return JWKSKeySource(
-                provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive, clock: clock)
+                provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive, clock: clock,
+                watchedDiscoveryURL: configuration.provider(named: name).flatMap(Self.watchedDiscoveryURL))
         case .discovery(let issuer, let jwksHosts, let devIdP):
             guard let fetcher else {
                 return UnavailableKeySource(reason: "keys for \(name) need discovery at \(issuer), and no fetcher is configured")
@@ -145,10 +157,22 @@ package struct VerifierRegistry: Sendable {
         }
     }
 
+    /// The discovery document watched for drift: the built-in providers' published ones (their issuers and JWKS
+    /// URLs are fixed in tokenguard, never taken from discovery). `oidc` providers watch the document they discover with.
+    static func watchedDiscoveryURL(_ provider: ProviderConfiguration) -> String? {
+        guard !provider.devIdP else { return nil }
+        switch provider.kind {
+        case .apple: return "https://appleid.apple.com/.well-known/openid-configuration"
+        case .facebookLimited, .facebook: return "https://limited.facebook.com/.well-known/openid-configuration/"
+        case .microsoft: return "\(provider.authority)/common/v2.0/.well-known/openid-configuration"
+        case .microsoftExternalID, .oidc, .github, .facebookClassic: return nil
+        }
+    }
+
     /// True when some provider calls out over the network (fetched keys or token inspection).
     package static func needsFetcher(_ configuration: Configuration) -> Bool {
         configuration.providers.contains { provider in
-            if case .jwksFile? = provider.keys { return false }
+            if case .jwksFile? = provider.keys { return !provider.tenantDomains.isEmpty }
             return true
         }
     }
@@ -283,6 +307,7 @@ package struct VerifierRegistry: Sendable {
     package func prepare() async {
         await withTaskGroup(of: Void.self) { group in
             for source in fetchingSources { group.addTask { await source.refresh() } }
+            for resolver in tenantResolvers.values { group.addTask { await resolver.refresh() } }
             if let revocations { group.addTask { await revocations.refresh() } }
         }
     }
@@ -290,6 +315,7 @@ package struct VerifierRegistry: Sendable {
     /// Fetches one provider's keys, when it fetches them, and reads revocations.
     package func prepare(provider: String) async {
         await revocations?.refresh()
+        if let resolver = configuredName(provider).flatMap({ tenantResolvers[$0] }) { await resolver.refresh() }
         guard let source = verifier(named: provider)?.keySource as? JWKSKeySource else { return }
         await source.refresh()
     }
