@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
 import TokenGuardBatch
 import TokenGuardCore
@@ -21,12 +23,15 @@ enum Children {
     /// `bench --serve-child CONFIG PORT`: the real HTTP application on 127.0.0.1:PORT until SIGTERM.
     static func serve(config: String, port: Int) async throws {
         let configuration = try Configuration.load(path: config)
+        // Metrics as `serve` records them (Prometheus), so their cost is part of what is measured.
+        let prometheus = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: prometheus))
         let registry = VerifierRegistry(configuration: configuration)
         let kinds = Dictionary(uniqueKeysWithValues: configuration.providers.map { ($0.name, $0.kind) })
         var logger = Logger(label: "bench-server")
         logger.logLevel = .warning
         let app = buildApplication(
-            registry: registry, kinds: kinds, host: "127.0.0.1", port: port, settings: configuration.server, prometheus: nil,
+            registry: registry, kinds: kinds, host: "127.0.0.1", port: port, settings: configuration.server, prometheus: prometheus,
             logger: logger)
         try await app.runService()
     }

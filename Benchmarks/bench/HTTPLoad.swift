@@ -7,30 +7,52 @@ import TokenGuardFetch
 import TokenGuardService
 import TokenGuardTestSupport
 
-/// The real server (a child process) on 127.0.0.1 under a closed-loop load from a libcurl client of our own:
-/// maximum throughput with `connections` concurrent requests, then latency percentiles at fractions of it.
-/// Client and server share this machine's cores, so the figures are a floor, not a ceiling.
+/// The real server (a child process) on 127.0.0.1 under load, the way a backend sees it: `wrk` (Debian) as the
+/// generator where it is installed — maximum throughput with 16 connections, and one connection at a time — with the
+/// server and wrk pinned to different cores when there are two or more; then latency percentiles at fractions of
+/// the maximum from the bench's own open-loop libcurl client (no coordinated omission). Without wrk the libcurl
+/// client measures the maximum too, and the report says so.
 enum HTTPLoad {
     struct Result {
         var label: String
+        /// Requests per second at 16 connections.
         var maximumPerSecond: Double
-        /// (fraction of maximum, achieved per second, p50, p99, p99.9 in milliseconds)
+        var generator: String
+        /// One connection at a time (wrk -c1): p50 and p99 in milliseconds; nil without wrk.
+        var oneConnection: (p50: Double, p99: Double)?
+        /// (fraction of maximum, achieved per second, p50, p99, p99.9 in milliseconds), from the open-loop client.
         var latency: [(Double, Double, Double, Double, Double)]
+        /// Answers that were not 2xx under wrk (a scenario whose requests fail measures nothing).
+        var failures: Int
     }
 
-    /// One kind of request measured against a server with or without the verified-token cache.
+    enum Server: Equatable {
+        /// tokenguard, with or without the verified-token cache.
+        case tokenguard(cached: Bool)
+        /// The Hummingbird + jwt-kit endpoint a team would write instead (no cache).
+        case jwtkit
+    }
+
+    /// One kind of request against one kind of server.
     struct Scenario: Sendable {
         var label: String
-        var cached: Bool
+        var server: Server
         var request: @Sendable (_ base: String, _ token: String, _ nonce: String) -> HTTPRequest
     }
 
     static let scenarios: [Scenario] = [
-        Scenario(label: "GET /healthz (the HTTP floor)", cached: false) { base, _, _ in HTTPRequest(url: base + "/healthz") },
-        Scenario(label: "POST /v1/verify RS256, full verification", cached: false) { base, token, nonce in verify(base, token, nonce) },
-        Scenario(label: "POST /v1/verify RS256, cached token", cached: true) { base, token, nonce in verify(base, token, nonce) },
-        Scenario(label: "forward-auth RS256, full verification", cached: false) { base, token, nonce in forwardAuth(base, token, nonce) },
-        Scenario(label: "forward-auth RS256, cached token", cached: true) { base, token, nonce in forwardAuth(base, token, nonce) },
+        Scenario(label: "GET /healthz (the HTTP floor)", server: .tokenguard(cached: false)) { base, _, _ in HTTPRequest(url: base + "/healthz") },
+        Scenario(label: "POST /v1/verify RS256, full verification", server: .tokenguard(cached: false)) { base, token, nonce in
+            verify(base, token, nonce)
+        },
+        Scenario(label: "POST /v1/verify RS256, cached token", server: .tokenguard(cached: true)) { base, token, nonce in verify(base, token, nonce)
+        },
+        Scenario(label: "forward-auth RS256, full verification", server: .tokenguard(cached: false)) { base, token, nonce in
+            forwardAuth(base, token, nonce)
+        },
+        Scenario(label: "forward-auth RS256, cached token", server: .tokenguard(cached: true)) { base, token, nonce in forwardAuth(base, token, nonce)
+        },
+        Scenario(label: "Hummingbird + jwt-kit server, POST /v1/verify RS256", server: .jwtkit) { base, token, nonce in verify(base, token, nonce) },
     ]
 
     static func verify(_ base: String, _ token: String, _ nonce: String) -> HTTPRequest {
@@ -38,12 +60,19 @@ enum HTTPLoad {
         return HTTPRequest(url: base + "/v1/verify", method: .post, headers: [("Content-Type", "application/json")], body: body)
     }
 
-    /// What nginx's auth_request sends: the original path below the provider, the bearer token and the nonce.
+    /// What nginx's auth_request sends: the bearer token and the nonce.
     static func forwardAuth(_ base: String, _ token: String, _ nonce: String) -> HTTPRequest {
-        HTTPRequest(url: base + "/v1/authz/apple/api/orders?id=7", headers: [("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", nonce)])
+        HTTPRequest(url: base + "/v1/authz/apple", headers: [("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", nonce)])
     }
 
-    /// Every scenario in turn, each against a fresh server child (cache on or off as the scenario says).
+    static var wrk: String? { ["/usr/bin/wrk", "/usr/local/bin/wrk"].first { FileManager.default.isExecutableFile(atPath: $0) } }
+    /// Pinning needs taskset and two cores: the server gets core 0, the generator core 1.
+    static var taskset: String? {
+        guard ProcessInfo.processInfo.activeProcessorCount >= 2 else { return nil }
+        return ["/usr/bin/taskset", "/bin/taskset"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// Every scenario in turn, each against a fresh server child.
     static func run(fixture: Fixture, seconds: Double, connections: Int = 16) async throws -> [Result] {
         var results: [Result] = []
         for scenario in scenarios { results.append(try await run(scenario, fixture: fixture, seconds: seconds, connections: connections)) }
@@ -52,21 +81,35 @@ enum HTTPLoad {
 
     static func run(_ scenario: Scenario, fixture: Fixture, seconds: Double, connections: Int) async throws -> Result {
         let workspace = try TempWorkspace()
-        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([fixture.key]))
-        let config = try workspace.write(
-            "bench.yaml",
-            """
-            token_cache_size: \(scenario.cached ? 10_000 : 0)
-            providers:
-              apple:
-                audiences: ["\(ProviderTokens.appleAudience)"]
-                jwks_file: "\(jwks)"
-                forward_auth: { claim_headers: { x-user-id: user_id, x-email: email } }
-            """)
         let port = try FreeLoopbackPort.pick()
+        var arguments: [String]
+        switch scenario.server {
+        case .tokenguard(let cached):
+            let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([fixture.key]))
+            let config = try workspace.write(
+                "bench.yaml",
+                """
+                token_cache_size: \(cached ? 10_000 : 0)
+                key_archive: ""
+                providers:
+                  apple:
+                    audiences: ["\(ProviderTokens.appleAudience)"]
+                    jwks_file: "\(jwks)"
+                    forward_auth: { claim_headers: { x-user-id: user_id, x-email: email } }
+                """)
+            arguments = ["--serve-child", config, String(port)]
+        case .jwtkit:
+            let pem = try workspace.write("key.pem", try fixture.key.signingKey.publicKeyPEM())
+            arguments = ["--jwtkit-serve-child", pem, fixture.key.keyID, "https://appleid.apple.com", ProviderTokens.appleAudience, String(port)]
+        }
         let child = Process()
-        child.executableURL = URL(fileURLWithPath: Children.executable)
-        child.arguments = ["--serve-child", config, String(port)]
+        if let taskset {
+            child.executableURL = URL(fileURLWithPath: taskset)
+            child.arguments = ["-c", "0", Children.executable] + arguments
+        } else {
+            child.executableURL = URL(fileURLWithPath: Children.executable)
+            child.arguments = arguments
+        }
         child.standardOutput = FileHandle.nullDevice
         child.standardError = FileHandle.nullDevice
         try child.run()
@@ -91,16 +134,77 @@ enum HTTPLoad {
         let request = scenario.request(base, token, fixture.nonce)
         guard (try? await client.send(request))?.status == 200 else { throw RunnerError("the bench server does not answer 200 to \(scenario.label)") }
 
-        // Maximum throughput: every connection sends as fast as answers come back.
-        let maximum = await closedLoop(client: client, request: request, connections: connections, seconds: seconds)
-        var latency: [(Double, Double, Double, Double, Double)] = []
+        var result = Result(label: scenario.label, maximumPerSecond: 0, generator: "libcurl", oneConnection: nil, latency: [], failures: 0)
+        // The open-loop client's own maximum paces the latency runs (it cannot push what wrk can).
+        let curlMaximum = await closedLoop(client: client, request: request, connections: connections, seconds: seconds)
+        result.maximumPerSecond = curlMaximum
+        if let wrk {
+            let script = try workspace.write("request.lua", wrkScript(request))
+            let many = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: seconds)
+            let one = try runWrk(wrk, url: request.url, script: script, connections: 1, seconds: seconds)
+            result.maximumPerSecond = many.requestsPerSecond
+            result.generator = taskset == nil ? "wrk" : "wrk (server on core 0, wrk on core 1)"
+            result.oneConnection = (one.p50, one.p99)
+            result.failures = many.failures + one.failures
+        }
         for fraction in [0.25, 0.5, 0.9] {
             let (achieved, samples) = await paced(
-                client: client, request: request, connections: connections, rate: maximum * fraction, seconds: seconds)
+                client: client, request: request, connections: connections, rate: curlMaximum * fraction, seconds: seconds)
             let sorted = samples.sorted()
-            latency.append((fraction, achieved, Measure.percentile(sorted, 0.5), Measure.percentile(sorted, 0.99), Measure.percentile(sorted, 0.999)))
+            result.latency.append(
+                (fraction, achieved, Measure.percentile(sorted, 0.5), Measure.percentile(sorted, 0.99), Measure.percentile(sorted, 0.999)))
         }
-        return Result(label: scenario.label, maximumPerSecond: maximum, latency: latency)
+        return result
+    }
+
+    /// A wrk Lua script sending `request` (method, headers, body).
+    static func wrkScript(_ request: HTTPRequest) -> String {
+        var lines = ["wrk.method = \"\(request.method.rawValue)\""]
+        for (name, value) in request.headers { lines.append("wrk.headers[\"\(name)\"] = \"\(value)\"") }
+        if let body = request.body { lines.append("wrk.body = [[\(String(decoding: body, as: UTF8.self))]]") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    struct WrkResult {
+        var requestsPerSecond: Double
+        var p50: Double
+        var p99: Double
+        var failures: Int
+    }
+
+    /// Runs wrk (pinned to core 1 when pinning is possible) and reads its report.
+    static func runWrk(_ wrk: String, url: String, script: String, connections: Int, seconds: Double) throws -> WrkResult {
+        let process = Process()
+        let duration = "\(max(1, Int(seconds.rounded())))s"
+        let wrkArguments = ["-t1", "-c\(connections)", "-d\(duration)", "--latency", "-s", script, url]
+        if let taskset {
+            process.executableURL = URL(fileURLWithPath: taskset)
+            process.arguments = ["-c", "1", wrk] + wrkArguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: wrk)
+            process.arguments = wrkArguments
+        }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        func milliseconds(_ percentile: String) -> Double {
+            guard let line = text.split(separator: "\n").first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix(percentile + " ") }),
+                let value = line.split(separator: " ", omittingEmptySubsequences: true).last
+            else { return .nan }
+            let number = Double(value.prefix { $0.isNumber || $0 == "." }) ?? .nan
+            if value.hasSuffix("us") { return number / 1000 }
+            if value.hasSuffix("ms") { return number }
+            if value.hasSuffix("s") { return number * 1000 }
+            return .nan
+        }
+        let rate = text.split(separator: "\n").first { $0.hasPrefix("Requests/sec:") }.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        let failures =
+            text.split(separator: "\n").first { $0.contains("Non-2xx or 3xx responses:") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+        return WrkResult(requestsPerSecond: rate, p50: milliseconds("50%"), p99: milliseconds("99%"), failures: failures)
     }
 
     static func closedLoop(client: CurlHTTPClient, request: HTTPRequest, connections: Int, seconds: Double) async -> Double {

@@ -26,6 +26,10 @@ do {
         print("profile loop: \(valid) valid")
     } else if let config = option("--serve-child"), let port = arguments.last.flatMap(Int.init) {
         try await Children.serve(config: config, port: port)
+    } else if let pem = option("--jwtkit-serve-child") {
+        let rest = Array(arguments.drop { $0 != "--jwtkit-serve-child" }.dropFirst(2))
+        guard rest.count == 4, let port = Int(rest[3]) else { throw RunnerError("--jwtkit-serve-child PEM KID ISSUER AUDIENCE PORT") }
+        try await JWTKitServer.serve(pemPath: pem, keyID: rest[0], issuer: rest[1], audience: rest[2], port: port)
     } else if let config = option("--batch-child") {
         try await Children.batch(config: config)
     } else {

@@ -45,7 +45,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private func answer(_ request: Request, providerSegment: String) async -> Response {
         guard let provider = registry.configuredName(providerSegment) else {
-            Self.count(provider: "unknown", mode: .enforce, outcome: ErrorCode.unknownProvider.rawValue)
+            ForwardAuthMetrics.count(provider: "unknown", mode: .enforce, result: .failure(VerificationError(.unknownProvider, "")))
             return APIError(status: .notFound, code: .unknownProvider, message: "no provider named \"\(providerSegment.prefix(64))\" is configured")
                 .response
         }
@@ -72,7 +72,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
         headers[ForwardAuthHeaders.provider] = provider
         switch result {
         case .success(let verdict):
-            Self.count(provider: provider, mode: policy.mode, outcome: "valid")
+            ForwardAuthMetrics.count(provider: provider, mode: policy.mode, result: result)
             headers[ForwardAuthHeaders.verdict] = "valid"
             let (claims, omitted) = policy.claimHeaderValues(for: verdict)
             for (name, value) in claims {
@@ -85,7 +85,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
             headers[.contentLength] = "0"
             return Response(status: .ok, headers: headers)
         case .failure(let error):
-            Self.count(provider: provider, mode: policy.mode, outcome: error.code.rawValue)
+            ForwardAuthMetrics.count(provider: provider, mode: policy.mode, result: result)
             headers[ForwardAuthHeaders.verdict] = error.code.rawValue
             if policy.mode == .shadow {
                 headers[.contentLength] = "0"
@@ -112,8 +112,4 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    static func count(provider: String, mode: ForwardAuthPolicy.Mode, outcome: String) {
-        Counter(label: "tokenguard_forward_auth_total", dimensions: [("provider", provider), ("mode", mode.rawValue), ("outcome", outcome)])
-            .increment()
-    }
 }

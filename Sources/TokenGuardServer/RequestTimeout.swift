@@ -42,27 +42,76 @@ enum RequestTimeout {
         }
     }
 
+    /// The work runs in one task of its own (so that a timed-out answer need not wait for it); the deadline is kept
+    /// by the shared ``DeadlineWheel`` rather than a sleeping timer task per request.
     private static func first<Answer: Sendable>(seconds: Int, _ work: @escaping @Sendable () async throws -> Answer) async throws -> Answer {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answer, any Error>) in
             let answer = FirstAnswer(continuation)
-            let timer = Task {
-                try await Task.sleep(for: .seconds(seconds))
-                return APIError(
+            let task = Locked<Task<Void, Never>?>(nil)
+            let deadline = DeadlineWheel.shared.add(after: Double(seconds)) {
+                let error = APIError(
                     status: .serviceUnavailable, code: .requestTimeout, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
+                if answer.deliver(.failure(error)) { task.withLock { $0 }?.cancel() }
             }
-            let task = Task {
-                do {
-                    _ = answer.deliver(.success(try await work()))
-                } catch {
-                    _ = answer.deliver(.failure(error))
+            task.withLock {
+                $0 = Task {
+                    do {
+                        _ = answer.deliver(.success(try await work()))
+                    } catch {
+                        _ = answer.deliver(.failure(error))
+                    }
+                    DeadlineWheel.shared.remove(deadline)
                 }
-                // Answered: the timer has nothing left to do (a sleeping timer per request would pile up).
-                timer.cancel()
             }
-            Task {
-                guard let error = try? await timer.value else { return }
-                if answer.deliver(.failure(error)) { task.cancel() }
+        }
+    }
+}
+
+/// Request deadlines, checked ten times a second by one task that runs while any request is in flight: an expired
+/// deadline whose request is still unanswered delivers the timeout. A request answered in time removes its entry.
+final class DeadlineWheel: Sendable {
+    static let shared = DeadlineWheel()
+
+    private struct Entry {
+        let deadline: ContinuousClock.Instant
+        let expire: @Sendable () -> Void
+    }
+
+    private struct State {
+        var pending: [UInt64: Entry] = [:]
+        var nextID: UInt64 = 0
+        var ticking = false
+    }
+
+    private let state = Locked(State())
+
+    /// Registers a deadline; returns its id for ``remove(_:)``.
+    func add(after seconds: Double, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
+        let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
+        let (id, start) = state.withLock { state -> (UInt64, Bool) in
+            state.nextID &+= 1
+            state.pending[state.nextID] = Entry(deadline: deadline, expire: expire)
+            defer { state.ticking = true }
+            return (state.nextID, !state.ticking)
+        }
+        if start { Task.detached { await self.tick() } }
+        return id
+    }
+
+    func remove(_ id: UInt64) { _ = state.withLock { $0.pending.removeValue(forKey: id) } }
+
+    private func tick() async {
+        while true {
+            try? await Task.sleep(for: .milliseconds(100))
+            let now = ContinuousClock.now
+            let (due, idle) = state.withLock { state -> ([Entry], Bool) in
+                let expired = state.pending.filter { $0.value.deadline <= now }
+                for id in expired.keys { state.pending.removeValue(forKey: id) }
+                if state.pending.isEmpty { state.ticking = false }
+                return (Array(expired.values), state.pending.isEmpty)
             }
+            for entry in due { entry.expire() }
+            if idle { return }
         }
     }
 }
