@@ -200,7 +200,7 @@ let package = Package(
             name: "TokenGuardServerTests",
             dependencies: [
                 "TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync",
-                "TokenGuardTestSupport", "tokenguard",
+                "TokenGuardTestSupport", "tokenguard", .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strictSettings
         ),

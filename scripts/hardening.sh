@@ -13,6 +13,7 @@ stage "build (release: tokenguard, stress)" 1500 bash -c 'swift build -c release
 # while the debug tests passed). The test product is the debug one from scripts/test.sh.
 stage "end-to-end tests against the release binary" 900 bash -c 'set -o pipefail; swift build --product tokenguardPackageTests 2>&1 | grep -E "error" | head; TOKENGUARD_BIN=.build/release/tokenguard swift test --skip-build --filter "TokenGuardServerTests|TokenGuardCLITests" 2>&1 | tee .build/release-e2e.txt | grep -E "✘|Test run" | tail -20'
 stage "deploy manifests (offline schemas)" 600 bash scripts/validate-deploy.sh
+stage "container image (Dockerfile vs manifest, Debian root run)" 1200 env CI="${CI:-}" bash scripts/check-image.sh
 stage "OpenAPI against the live server (schemathesis)" 900 env TOKENGUARD_BIN=.build/release/tokenguard bash scripts/api-fuzz.sh
 stage "fuzz every target (20 s each)" 1200 bash scripts/fuzz.sh --all 20
 stage "benchmark (--quick)" 1200 swift run -c release bench --quick --json .build/bench-quick.json

@@ -19,6 +19,9 @@ package final class CurlHTTPClient: HTTPFetching {
         /// Worker threads, hence concurrent transfers (default 4).
         package var threads = 4
         package var userAgent = "tokenguard/\(TokenGuardVersion.string) (+https://github.com/tokenguard)"
+        /// A CA bundle used instead of libcurl's default (`http.ca_file`: the composition root passes the system's
+        /// bundle with the extra CAs appended, so both are trusted). Verification stays on either way.
+        package var caBundlePath: String? = nil
 
         package init() {}
     }
@@ -64,6 +67,7 @@ package final class CurlHTTPClient: HTTPFetching {
         // Certificate and host-name verification: explicitly on, whatever libcurl's build defaults are.
         try handle.set(CURLOPT_SSL_VERIFYPEER, 1)
         try handle.set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caBundlePath = configuration.caBundlePath { try handle.set(CURLOPT_CAINFO, caBundlePath) }
         try handle.set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
         try handle.set(CURLOPT_TIMEOUT_MS, configuration.totalTimeoutMilliseconds)
         // No signals: timeouts must not use SIGALRM in a multi-threaded process.

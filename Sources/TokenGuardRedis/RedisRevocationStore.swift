@@ -1,8 +1,9 @@
 import TokenGuardCore
 import TokenGuardService
 
-/// Revocations for a fleet, in one Redis hash (`tokenguard:revocations`, field `provider LF subject`, value
-/// `not_before`) with a version counter every write increments in the same script, so replicas poll one `GET`.
+/// Revocations for a fleet, in one Redis hash (`tokenguard:revocations`, field `{provider length}:{provider}{subject}`,
+/// value `not_before`) with a version key every write sets to a new random value in the same script, so replicas poll
+/// one `GET` and no restore or reset can bring back a version already seen.
 package final class RedisRevocationStore: RevocationStore {
     static let hash = "tokenguard:revocations"
     static let versionKey = "tokenguard:revocations:version"
@@ -10,18 +11,31 @@ package final class RedisRevocationStore: RevocationStore {
 
     package init(url: String) throws { client = try RedisClient(url: url, connections: 2) }
 
-    /// Subjects never hold control characters (refused on write), so a line feed separates the two parts.
-    static func field(_ provider: String, _ subject: String) -> String { provider + "\n" + subject }
+    /// The provider's length first, so no subject can make two pairs collide.
+    static func field(_ provider: String, _ subject: String) -> String { "\(provider.utf8.count):\(provider)\(subject)" }
+
+    static func parseField(_ field: String) -> (provider: String, subject: String)? {
+        let bytes = Array(field.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0, colon <= 3,
+            bytes[..<colon].allSatisfy({ (48...57).contains($0) }), let length = Int(String(decoding: bytes[..<colon], as: UTF8.self)),
+            bytes.count >= colon + 1 + length
+        else { return nil }
+        let provider = String(decoding: bytes[(colon + 1)..<(colon + 1 + length)], as: UTF8.self)
+        let subject = String(decoding: bytes[(colon + 1 + length)...], as: UTF8.self)
+        return (provider, subject)
+    }
+
+    static func randomVersion() -> String { String(UInt64.random(in: .min ... .max), radix: 16) }
 
     func failure(_ reply: RedisReply) -> RevocationStoreError {
         if case .failure(let message) = reply { return RevocationStoreError("redis \(client.host):\(client.port): \(message)") }
         return RevocationStoreError("redis \(client.host):\(client.port) answered unexpectedly")
     }
 
-    package func version() async throws -> Int64 {
+    package func version() async throws -> String {
         switch await client.command(["GET", Self.versionKey]) {
-        case .null: return 0
-        case .string(let text): return Int64(text) ?? -1
+        case .null: return "none"
+        case .string(let text): return text
         case let other: throw failure(other)
         }
     }
@@ -36,19 +50,26 @@ package final class RedisRevocationStore: RevocationStore {
             defer { index += 2 }
             // A damaged entry (written by hand) is skipped, never a trap.
             guard case .string(let field) = items[index], case .string(let value) = items[index + 1], let notBefore = Int64(value),
-                let separator = field.utf8.firstIndex(of: 0x0A)
+                let (provider, subject) = Self.parseField(field)
             else { continue }
-            let provider = String(decoding: field.utf8[..<separator], as: UTF8.self)
-            let subject = String(decoding: field.utf8[field.utf8.index(after: separator)...], as: UTF8.self)
             revocations.append(Revocation(provider: provider, subject: subject, notBefore: notBefore))
         }
         return revocations
     }
 
-    package func put(_ revocation: Revocation) async throws {
-        let script = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]); return redis.call('INCR', KEYS[2])"
+    /// ARGV: field, not_before, "1" to keep a later existing value, the new version.
+    static let putScript = """
+        local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+        if ARGV[3] == '1' and current and current >= tonumber(ARGV[2]) then return 0 end
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+        redis.call('SET', KEYS[2], ARGV[4])
+        return 1
+        """
+
+    package func put(_ revocation: Revocation, onlyLater: Bool) async throws {
         let reply = await client.command([
-            "EVAL", script, "2", Self.hash, Self.versionKey, Self.field(revocation.provider, revocation.subject), String(revocation.notBefore),
+            "EVAL", Self.putScript, "2", Self.hash, Self.versionKey, Self.field(revocation.provider, revocation.subject),
+            String(revocation.notBefore), onlyLater ? "1" : "0", Self.randomVersion(),
         ])
         guard case .integer = reply else { throw failure(reply) }
     }
@@ -64,8 +85,8 @@ package final class RedisRevocationStore: RevocationStore {
     }
 
     package func delete(provider: String, subject: String) async throws -> Bool {
-        let script = "if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then redis.call('INCR', KEYS[2]); return 1 end; return 0"
-        let reply = await client.command(["EVAL", script, "2", Self.hash, Self.versionKey, Self.field(provider, subject)])
+        let script = "if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then redis.call('SET', KEYS[2], ARGV[2]); return 1 end; return 0"
+        let reply = await client.command(["EVAL", script, "2", Self.hash, Self.versionKey, Self.field(provider, subject), Self.randomVersion()])
         guard case .integer(let removed) = reply else { throw failure(reply) }
         return removed == 1
     }

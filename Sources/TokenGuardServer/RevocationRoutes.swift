@@ -37,7 +37,7 @@ struct RevocationRoutes: Sendable {
             throw APIError(status: .badRequest, code: .unknownProvider, message: "provider must name a configured provider")
         }
         guard let subject, Revocation.isValidSubject(subject) else {
-            throw APIError.invalidRequest("subject must be 1 to \(Revocation.maximumSubjectBytes) bytes without control characters")
+            throw APIError.invalidRequest("subject must be 1 to \(Revocation.maximumSubjectBytes) bytes, without NUL")
         }
         return (configured, subject)
     }
@@ -63,8 +63,8 @@ struct RevocationRoutes: Sendable {
         let who = try authorizeWrite(request, context)
         let revocations = try self.revocations
         if delete {
-            let query = request.uri.queryParameters
-            let (provider, subject) = try target(provider: query["provider"].map(String.init), subject: query["subject"].map(String.init))
+            let query = try StrictQuery.parse(request.uri.query)
+            let (provider, subject) = try target(provider: query["provider"], subject: query["subject"])
             do {
                 _ = try await revocations.remove(provider: provider, subject: subject)
             } catch {
@@ -99,8 +99,8 @@ struct RevocationRoutes: Sendable {
     }
 
     private func read(_ request: Request) async throws -> Response {
-        let query = request.uri.queryParameters
-        let (provider, subject) = try target(provider: query["provider"].map(String.init), subject: query["subject"].map(String.init))
+        let query = try StrictQuery.parse(request.uri.query)
+        let (provider, subject) = try target(provider: query["provider"], subject: query["subject"])
         let found: Revocation?
         do {
             found = try await revocations.store.get(provider: provider, subject: subject)
@@ -117,9 +117,11 @@ struct RevocationRoutes: Sendable {
         ])
     }
 
+    /// The detail (SQL text, a Redis address) goes to the log, not to the caller.
     private func storeUnavailable(_ error: any Error) -> APIError {
-        APIError(
-            status: .serviceUnavailable, code: .revocationStoreUnavailable, message: "the revocation store cannot answer: \(error)",
+        logger.error("revocation store error", metadata: ["error": "\(error)"])
+        return APIError(
+            status: .serviceUnavailable, code: .revocationStoreUnavailable, message: "the revocation store cannot answer now",
             retryAfterSeconds: settings.retryAfterSeconds)
     }
 
@@ -153,9 +155,8 @@ struct RevocationRoutes: Sendable {
             let revocations = try self.revocations
             let revocation = Revocation(provider: provider, subject: event.subject, notBefore: event.eventTime)
             do {
-                // Apple retries a delivery that failed: a later retry must not move the revocation back in time.
-                let existing = try await revocations.store.get(provider: provider, subject: event.subject)
-                if (existing?.notBefore ?? Int64.min) < revocation.notBefore { try await revocations.record(revocation) }
+                // Apple retries deliveries, and two may race: the store keeps the later time, atomically.
+                try await revocations.record(revocation, onlyLater: true)
             } catch {
                 throw storeUnavailable(error)
             }
@@ -167,5 +168,51 @@ struct RevocationRoutes: Sendable {
                 "event_time": "\(event.eventTime)",
             ])
         return JSONResponse.make(.object(JSONObject([("accepted", .bool(true)), ("type", .string(event.type.rawValue))])))
+    }
+}
+
+/// A query string read strictly: `name=value` pairs split on `&`, percent-escapes decoded (`+` is a space, as form
+/// encoding sends it), the result valid UTF-8 — an invalid sequence is refused, never replaced — and each name at most
+/// once (a repeated `subject=` is refused rather than "first wins").
+enum StrictQuery {
+    static func parse(_ query: String?) throws -> [String: String] {
+        var result: [String: String] = [:]
+        guard let query, !query.isEmpty else { return result }
+        for pair in query.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            let name = try decode(parts[0])
+            let value = parts.count > 1 ? try decode(parts[1]) : ""
+            guard result[name] == nil else { throw APIError.invalidRequest("query parameter \(name.prefix(32)) is given more than once") }
+            result[name] = value
+        }
+        return result
+    }
+
+    static func decode(_ raw: Substring.UTF8View.SubSequence) throws -> String {
+        let bytes = Array(raw)
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) else {
+                    throw APIError.invalidRequest("a malformed percent-escape in the query")
+                }
+                out.append(high << 4 | low)
+                index += 3
+            } else {
+                out.append(bytes[index] == UInt8(ascii: "+") ? UInt8(ascii: " ") : bytes[index])
+                index += 1
+            }
+        }
+        guard let text = String(validating: out, as: UTF8.self) else { throw APIError.invalidRequest("the query is not valid UTF-8") }
+        return text
     }
 }

@@ -86,6 +86,12 @@ struct StatusRoutes: Sendable {
             providers.set(name, .object(entry))
         }
         var body = JSONObject([("ready", .bool(ready)), ("providers", .object(providers))])
+        if let revocations = registry.revocations {
+            let fresh = revocations.isFresh
+            ready = ready && fresh
+            body.set("ready", .bool(ready))
+            body.set("revocations", .object(JSONObject([("ok", .bool(fresh)), ("records", .integer(Int64(revocations.count)))])))
+        }
         if let store = registry.replayStore {
             let (ok, detail) = await store.health()
             ready = ready && ok

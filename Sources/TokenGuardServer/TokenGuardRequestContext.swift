@@ -18,7 +18,8 @@ package struct TokenGuardRequestContext: RequestContext {
         // The address as the kernel gave it (inet_ntop's text): 127.0.0.0/8, or ::1 exactly.
         switch address {
         case .v4?: peerIsLoopback = peer.utf8.starts(with: "127.".utf8)
-        case .v6?: peerIsLoopback = peer == "::1"
+        // ::1, or IPv4 loopback as a dual-stack listener sees it.
+        case .v6?: peerIsLoopback = peer == "::1" || peer.utf8.starts(with: "::ffff:127.".utf8)
         default: peerIsLoopback = false
         }
     }

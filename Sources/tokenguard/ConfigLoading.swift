@@ -40,6 +40,7 @@ enum ConfigLoading {
         var http = CurlHTTPClient.Configuration()
         http.connectTimeoutMilliseconds = configuration.connectTimeoutMilliseconds
         http.totalTimeoutMilliseconds = configuration.totalTimeoutMilliseconds
+        if let extra = configuration.extraCAFile { http.caBundlePath = try combinedCABundle(extra) }
         var archive: KeyArchive? = nil
         if !configuration.keyArchive.isEmpty {
             do {
@@ -54,6 +55,25 @@ enum ConfigLoading {
             revocations: revocations)
     }
 
+    /// The system's CA bundle with `extra` appended, in a private file of this process: libcurl takes one bundle, and
+    /// `http.ca_file` adds to the system's trust rather than replacing it.
+    static func combinedCABundle(_ extra: String) throws -> String {
+        let systemBundles = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
+        var bundle = systemBundles.lazy.compactMap { FileManager.default.contents(atPath: $0) }.first ?? Data()
+        guard let extraData = FileManager.default.contents(atPath: extra) else {
+            Stderr.write("tokenguard: config error: http.ca_file: cannot read \(extra)\n")
+            throw ExitCodes.usage
+        }
+        bundle.append(Data("\n".utf8))
+        bundle.append(extraData)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-ca-\(getpid()).pem").path
+        guard FileManager.default.createFile(atPath: path, contents: bundle, attributes: [.posixPermissions: 0o600]) else {
+            Stderr.write("tokenguard: cannot write the combined CA bundle to \(path)\n")
+            throw ExitCodes.usage
+        }
+        return path
+    }
+
     /// The revocation store the config names, behind its in-memory guard. A store that cannot be opened is a config
     /// error: running without it would accept revoked tokens.
     static func makeRevocations(_ configuration: Configuration) throws -> RevocationGuard {
@@ -61,12 +81,20 @@ enum ConfigLoading {
         switch configuration.revocations.store {
         case .sqlite:
             guard let path = configuration.revocationsPath else {
+                Logger(label: "tokenguard.revocations").warning(
+                    "no key archive and no revocations.path: revocations live in this process's memory only")
                 store = MemoryRevocationStore()
                 break
             }
             do {
                 store = try SQLiteRevocationStore(path: path)
             } catch {
+                // A store that is only busy (another writer holds it) is "not now", not a config error.
+                let text = "\(error)"
+                if text.contains("locked") || text.contains("busy") {
+                    Stderr.write("tokenguard: revocations: \(path) is busy: \(error)\n")
+                    throw ExitCodes.unavailable
+                }
                 Stderr.write("tokenguard: config error: revocations: cannot open \(path): \(error) (set revocations.path to a writable file)\n")
                 throw ExitCodes.usage
             }
@@ -109,10 +137,49 @@ enum Logs {
         let json = format?.lowercased() == "json"
         LoggingSystem.bootstrap { label in
             if json { return JSONLogHandler(label: label, logLevel: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            return TextLogHandler(label: label, logLevel: level)
         }
+    }
+}
+
+/// One line per event on standard error, as swift-log's stream handler writes it, with every control character in the
+/// message and metadata escaped: values from upstreams (a discovery document, a JWKS `kid`) can never start a forged
+/// line or send terminal escapes.
+struct TextLogHandler: LogHandler {
+    let label: String
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+
+    init(label: String, logLevel: Logger.Level) {
+        self.label = label
+        self.logLevel = logLevel
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}" {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 })
+        let fields = merged.sorted { $0.key < $1.key }.map { "\(Self.escaped($0.key))=\(Self.escaped("\($0.value)"))" }.joined(separator: " ")
+        let time = ISO8601DateFormatter().string(from: Date())
+        let line =
+            "\(time) \(event.level) \(label):\(fields.isEmpty ? "" : " " + fields) [\(event.source)] \(Self.escaped(event.message.description))\n"
+        FileHandle.standardError.write(Data(line.utf8))
     }
 }
 

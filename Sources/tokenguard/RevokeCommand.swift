@@ -44,7 +44,7 @@ struct RevokeCommand: AsyncParsableCommand {
             throw ExitCodes.usage
         }
         guard Revocation.isValidSubject(subject) else {
-            Stderr.write("tokenguard: --subject must be 1 to \(Revocation.maximumSubjectBytes) bytes without control characters\n")
+            Stderr.write("tokenguard: --subject must be 1 to \(Revocation.maximumSubjectBytes) bytes, without NUL\n")
             throw ExitCodes.usage
         }
         let notBefore = self.notBefore ?? Int64(Date().timeIntervalSince1970)

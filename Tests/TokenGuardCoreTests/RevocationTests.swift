@@ -28,7 +28,10 @@ struct RevocationTests {
         #expect(set.count == 2)
         #expect(RevocationSet().check(verdict(issuedAt: nil)) == nil)
         #expect(
-            !Revocation.isValidSubject("") && !Revocation.isValidSubject("a\nb") && !Revocation.isValidSubject(String(repeating: "a", count: 257)))
+            !Revocation.isValidSubject("") && !Revocation.isValidSubject("a\u{0}b") && !Revocation.isValidSubject(String(repeating: "a", count: 1025))
+        )
+        // Every subject a valid token can carry can be revoked: control characters and long ones included.
+        #expect(Revocation.isValidSubject("a\nb\t") && Revocation.isValidSubject(String(repeating: "a", count: 1024)))
     }
 
     func claims(_ events: JSONValue) -> JSONObject { JSONObject([("events", events)]) }

@@ -19,21 +19,32 @@ struct MicrosoftVariantsE2ETests {
 
     /// A fake authority: common keys (issuer template of this authority), per-app keys, tenant discovery documents.
     /// `domains` maps a domain to its tenant; an unknown domain is Entra's 400 (AADSTS90002); `down` makes discovery 503.
-    func authority(common: TestKey, appKey: TestKey, domains: [String: String], down: Locked<Bool>) throws -> FakeHTTPServer {
+    func authority(
+        common: TestKey, appKey: TestKey, domains: [String: String], down: Locked<Bool>, bound: TestKey? = nil, htmlErrors: Bool = false
+    ) throws -> FakeHTTPServer {
         let server = try FakeHTTPServer()
         let base = server.baseURL
-        func jwks(_ key: TestKey) -> String {
+        func jwks(_ key: TestKey, extra: TestKey? = nil) -> String {
             var jwk = (try? key.jwk(includeAlgorithm: false)) ?? JSONObject()
             jwk.set("issuer", .string("\(base)/{tenantid}/v2.0"))
-            return JSONWriter.string(.object(JSONObject([("keys", .array([.object(jwk)]))])))
+            var keys: [JSONValue] = [.object(jwk)]
+            if let extra {
+                // A key bound to one tenant (the stranger's), as Entra publishes for some keys.
+                var bound = (try? extra.jwk(includeAlgorithm: false)) ?? JSONObject()
+                bound.set("issuer", .string("\(base)/\(Self.stranger)/v2.0"))
+                keys.append(.object(bound))
+            }
+            return JSONWriter.string(.object(JSONObject([("keys", .array(keys))])))
         }
-        let commonKeys = jwks(common)
+        let commonKeys = jwks(common, extra: bound)
         let appKeys = jwks(appKey)
         server.respond { request in
             if request.path == "/common/discovery/v2.0/keys" { return .json(commonKeys) }
             if request.path == "/common/discovery/v2.0/keys?appid=\(Self.app)" { return .json(appKeys) }
             if request.path.hasSuffix("/v2.0/.well-known/openid-configuration") {
-                if down.withLock({ $0 }) { return .json("{}", status: 503) }
+                if down.withLock({ $0 }) {
+                    return htmlErrors ? FakeHTTPServer.Response(status: 404, body: Array("<html>Not Found</html>".utf8)) : .json("{}", status: 503)
+                }
                 let domain = request.path.dropFirst().prefix { $0 != "/" }
                 guard let tenant = domains[String(domain)] else {
                     return .json("{\"error\":\"invalid_tenant\",\"error_description\":\"AADSTS90002: Tenant '\(domain)' not found.\"}", status: 400)
@@ -62,8 +73,10 @@ struct MicrosoftVariantsE2ETests {
     func entraVariants() async throws {
         let common = try SharedTestKeys.rsa()
         let appKey = try SharedTestKeys.key("app-key-1", .rsa(bits: 2048))
+        let boundKey = try SharedTestKeys.key("bound-key-1", .rsa(bits: 2048))
         let down = Locked(false)
-        let fake = try authority(common: common, appKey: appKey, domains: ["contoso.onmicrosoft.com": Self.contoso], down: down)
+        let fake = try authority(
+            common: common, appKey: appKey, domains: ["contoso.onmicrosoft.com": Self.contoso], down: down, bound: boundKey)
         defer { fake.stop() }
         let base = fake.baseURL
         let workspace = try TempWorkspace()
@@ -111,6 +124,10 @@ struct MicrosoftVariantsE2ETests {
         let v1 = try token(common, tenant: Self.contoso, issuer: "https://sts.windows.net/\(Self.contoso)/", version: "1.0")
         #expect(try await verdict(server, "entra", v1).0 == 200)
         #expect(try await verdict(server, "entra_v2", v1).1 == "invalid_issuer")
+        // A key bound to another tenant vouches for no v1 token of this one (nor any v2 token).
+        let boundV1 = try token(boundKey, tenant: Self.contoso, issuer: "https://sts.windows.net/\(Self.contoso)/", version: "1.0")
+        #expect(try await verdict(server, "entra", boundV1).1 == "invalid_issuer")
+        #expect(try await verdict(server, "entra", try token(boundKey, tenant: Self.contoso, issuer: issuer(Self.contoso))).1 == "invalid_issuer")
         #expect(
             try await verdict(
                 server, "entra", try token(common, tenant: Self.contoso, issuer: "https://sts.windows.net/\(Self.contoso)/", version: "2.0")
@@ -126,11 +143,14 @@ struct MicrosoftVariantsE2ETests {
         #expect(providers.contains("the authority knows no such tenant"))
     }
 
-    @Test("a tenant name the authority cannot resolve now: tokens outside the resolved set are 503, never a rejection")
-    func unresolvedName() async throws {
+    @Test(
+        "a tenant name the authority cannot resolve now (503, or a proxy's HTML 404): tokens outside the resolved set are 503, never a rejection",
+        arguments: [false, true])
+    func unresolvedName(htmlErrors: Bool) async throws {
         let common = try SharedTestKeys.rsa()
         let down = Locked(true)
-        let fake = try authority(common: common, appKey: common, domains: ["contoso.onmicrosoft.com": Self.contoso], down: down)
+        let fake = try authority(
+            common: common, appKey: common, domains: ["contoso.onmicrosoft.com": Self.contoso], down: down, htmlErrors: htmlErrors)
         defer { fake.stop() }
         let workspace = try TempWorkspace()
         let config = try workspace.write(
@@ -151,6 +171,10 @@ struct MicrosoftVariantsE2ETests {
         let contoso = try await verdict(server, "entra", try token(common, tenant: Self.contoso, issuer: issuer(Self.contoso)))
         #expect(contoso.0 == 503 && contoso.1 == "keys_unavailable")
         #expect(try await verdict(server, "entra", try token(common, tenant: Self.stranger, issuer: issuer(Self.stranger))).1 == "keys_unavailable")
+        // A token refused for what it is stays refused for that, undecided tenant or not.
+        var expired = ProviderTokens.microsoft(now: now() - 7200, rawNonce: nil, tenant: Self.stranger)
+        expired.set("iss", .string(issuer(Self.stranger)))
+        #expect(try await verdict(server, "entra", try common.sign(expired)).1 == "token_expired")
         // The authority answers again: the name resolves on the next attempt (a restart reads it from the archive).
         down.withLock { $0 = false }
         let restarted = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
@@ -193,6 +217,12 @@ struct MicrosoftVariantsE2ETests {
                 server, "customers", try token(key, tenant: Self.contoso, issuer: "https://login.microsoftonline.com/\(Self.contoso)/v2.0")
             ).1
                 == "invalid_issuer")
+        for authority in ["https://login.microsoftonline.com?x=1", "https://login.microsoftonline.com#f", "https://login.microsoftonline.com/x"] {
+            #expect(throws: ConfigError.self, "\(authority)") {
+                try Configuration.parse(
+                    yaml: "providers:\n  m: { kind: microsoft, audiences: [a], tenants: [\"*\"], authority: \"\(authority)\" }\n")
+            }
+        }
         let parsed = try Configuration.parse(
             yaml: """
                 providers:

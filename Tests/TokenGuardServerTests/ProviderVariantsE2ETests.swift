@@ -106,7 +106,7 @@ struct ProviderVariantsE2ETests {
             let later = changed.withLock { $0 }
             if request.path == "/.well-known/openid-configuration" {
                 let algs = later ? "[\"RS256\",\"ES256\"]" : "[\"RS256\"]"
-                let documentIssuer = later ? "\(issuer)/moved" : issuer
+                let documentIssuer = later ? "\(issuer)/moved\\n2026-01-01T00:00:00+0000 critical FORGED LINE \\u001b[31m" : issuer
                 return .json("{\"issuer\":\"\(documentIssuer)\",\"jwks_uri\":\"\(issuer)/jwks\",\"id_token_signing_alg_values_supported\":\(algs)}")
             }
             if request.path == "/jwks" {
@@ -139,7 +139,9 @@ struct ProviderVariantsE2ETests {
         let whats = Set(drift.compactMap { $0.objectValue?["what"]?.stringValue })
         #expect(whats.isSuperset(of: ["issuer", "algorithms", "key_types"]), "\(drift)")
         let issuerChange = drift.first { $0.objectValue?["what"]?.stringValue == "issuer" }?.objectValue
-        #expect(issuerChange?["from"] == .string(issuer) && issuerChange?["to"] == .string("\(issuer)/moved"))
+        #expect(issuerChange?["from"] == .string(issuer) && issuerChange?["to"]?.stringValue?.hasPrefix("\(issuer)/moved\n") == true)
+        // What an upstream sends cannot forge a log line or send terminal escapes.
+        #expect(!server.log().contains("\ncritical FORGED") && !server.log().contains("\u{1B}"))
         // What is trusted did not move with it: the configured issuer's tokens still verify, the moved one's do not.
         #expect(try await server.post("/v1/verify", "{\"provider\":\"corp\",\"token\":\"\(try token())\"}").status == 200)
         let moved = try rsa.sign(

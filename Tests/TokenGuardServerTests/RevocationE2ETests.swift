@@ -103,7 +103,7 @@ struct RevocationE2ETests {
         #expect(try JSONParser.parseObject(recorded.body)["not_before"] == .integer(1_700_000_000))
         for bad in [
             "{\"provider\":\"nope\",\"subject\":\"s\"}", "{\"provider\":\"apple\",\"subject\":\"\"}",
-            "{\"provider\":\"apple\",\"subject\":\"a\\nb\"}",
+            "{\"provider\":\"apple\",\"subject\":\"a\\u0000b\"}",
             "{\"provider\":\"apple\",\"subject\":\"s\",\"not_before\":\"soon\"}", "{\"provider\":\"apple\",\"subject\":\"s\",\"extra\":1}",
             "{\"provider\":\"\u{212A}\",\"subject\":\"s\"}",
         ] {
@@ -123,19 +123,26 @@ struct RevocationE2ETests {
         #expect(try await guarded.post("/v1/revocations", body, headers: [("X-Tokenguard-Admin-Key", "admin-key-0123456789abcdef")]).status == 200)
         #expect(try RawHTTP.request(port: guarded.port, method: "DELETE", path: "/v1/revocations?provider=apple&subject=s-1").status == 403)
         #expect(guarded.log().contains("by=admin key"))
+        // Query strings are read strictly: invalid UTF-8 and repeated names are refused, + is a space.
+        for query in ["provider=apple&subject=%ff", "provider=apple&subject=a&subject=b", "provider=apple&subject=%zz"] {
+            #expect(try await guarded.get("/v1/revocations?\(query)").status == 400, "\(query)")
+        }
         #expect(!guarded.log().contains("admin-key-0123456789abcdef"))
     }
 
-    func notification(_ key: TestKey, type: String, subject: String = subject, eventTime: Int64, audience: String = ProviderTokens.appleAudience)
-        throws
-        -> String
-    {
+    func notification(
+        _ key: TestKey, type: String, subject: String = subject, eventTime: Int64, audience: String = ProviderTokens.appleAudience,
+        issuedAt: Int64?? = .some(nil)
+    ) throws -> String {
         let events = JSONWriter.string(
             .object(JSONObject([("type", .string(type)), ("sub", .string(subject)), ("event_time", .integer(eventTime * 1000))])))
-        let claims = JSONObject([
-            ("iss", .string("https://appleid.apple.com")), ("aud", .string(audience)), ("iat", .integer(now())), ("jti", .string(UUID().uuidString)),
-            ("events", .string(events)),
-        ])
+        var claims = JSONObject([("iss", .string("https://appleid.apple.com")), ("aud", .string(audience)), ("jti", .string(UUID().uuidString))])
+        switch issuedAt {
+        case .some(.some(let time)): claims.set("iat", .integer(time))
+        case .some(.none): claims.set("iat", .integer(now()))
+        case .none: break
+        }
+        claims.set("events", .string(events))
         return "{\"payload\":\"\(try key.sign(claims))\"}"
     }
 
@@ -164,6 +171,13 @@ struct RevocationE2ETests {
             "/v1/notifications/apple", try notification(key, type: "account-delete", eventTime: now(), audience: "com.other.app"))
         #expect(foreign.status == 400 && code(foreign) == "invalid_audience")
         #expect(try await server.post("/v1/notifications/apple", "{\"payload\":\"not.a.jws\"}").status == 400)
+        // Without iat, or older than a week: refused (a captured notification cannot be replayed for ever).
+        #expect(
+            try await server.post("/v1/notifications/apple", try notification(key, type: "account-delete", eventTime: now(), issuedAt: .none)).status
+                == 400)
+        let stale = try await server.post(
+            "/v1/notifications/apple", try notification(key, type: "account-delete", eventTime: now(), issuedAt: .some(now() - 8 * 86_400)))
+        #expect(stale.status == 400 && code(stale) == "token_expired")
         #expect(try await server.post("/v1/notifications/nope", try notification(key, type: "account-delete", eventTime: now())).status == 404)
         // An ID-token check refuses a notification payload (same keys, same audience, not a sign-in).
         let payload =

@@ -1,4 +1,7 @@
 extension TokenVerifier {
+    /// Notifications older than this are refused (Apple retries a failed delivery for a while; not for weeks).
+    public static let maximumNotificationAgeSeconds: Int64 = 7 * 86_400
+
     /// Verifies a provider's signed server-to-server notification (Sign in with Apple: `{"payload": "<JWS>"}`): the
     /// provider's keys (refetched once on an unknown `kid`), algorithms, issuer and audiences; `iat` not in the future
     /// and `exp` when present. No nonce applies, and the payload must carry `events` — the reverse of an ID token.
@@ -14,12 +17,19 @@ extension TokenVerifier {
                 let alg = try checkAlgorithm(jws.header)
                 let keys = try keySource.currentKeys().get()
                 let key = try checkSignature(jws, alg: alg, keys: keys)
+                try checkTokenType(jws.header)
                 let claims = try payloadClaims(jws)
                 let reader = ClaimsReader(claims: claims)
                 _ = try checkIssuer(reader, key: key)
                 _ = try checkAudience(reader)
                 if try reader.numericDate("exp") != nil { _ = try checkExpiry(reader, now: now) }
-                _ = try checkIssuedAt(reader, key: key, now: now)
+                // Required and recent: a captured notification cannot be replayed for ever.
+                guard let issuedAt = try checkIssuedAt(reader, key: key, now: now) else {
+                    throw VerificationError(.malformedToken, "the notification has no iat")
+                }
+                guard now - issuedAt <= Self.maximumNotificationAgeSeconds else {
+                    throw VerificationError(.tokenExpired, "the notification was issued over \(Self.maximumNotificationAgeSeconds / 86_400) days ago")
+                }
                 guard claims["events"] != nil else {
                     throw VerificationError(.invalidTokenType, "the payload carries no events: not a server-to-server notification")
                 }

@@ -11,11 +11,12 @@ public struct Revocation: Sendable, Equatable {
         self.notBefore = notBefore
     }
 
-    /// Subjects are identities from tokens or from an admin: bytes, bounded, no control characters.
-    public static let maximumSubjectBytes = 256
+    /// Subjects are identities from tokens or from an admin: bytes, bounded; any byte but NUL, so that every subject
+    /// a valid token can carry can be revoked.
+    public static let maximumSubjectBytes = 1024
 
     public static func isValidSubject(_ subject: String) -> Bool {
-        !subject.isEmpty && subject.utf8.count <= maximumSubjectBytes && subject.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F }
+        !subject.isEmpty && subject.utf8.count <= maximumSubjectBytes && !subject.utf8.contains(0)
     }
 }
 

@@ -224,7 +224,14 @@ public struct TokenVerifier: Sendable {
         let (issuer, tenantID) = try checkIssuer(reader, key: key)
         let audience = try checkAudience(reader)
         try checkAuthorizedParty(reader)
-        try checkTenant(tenantID)
+        // A tenant that cannot be decided now (a configured name not resolved yet) is answered after the other
+        // checks: an expired or otherwise refused token is refused for what it is.
+        var undecidedTenant: VerificationError? = nil
+        do {
+            try checkTenant(tenantID)
+        } catch  where error.code == .keysUnavailable {
+            undecidedTenant = error
+        }
         let expiresAt = try checkExpiry(reader, now: now)
         try checkNotBefore(reader, now: now)
         let issuedAt = try checkIssuedAt(reader, key: key, now: now)
@@ -236,6 +243,7 @@ public struct TokenVerifier: Sendable {
         }
         let subject = try reader.requiredString("sub")
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
+        if let undecidedTenant { throw undecidedTenant }
         var verdict = Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
             issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try emailVerified(reader),
@@ -299,9 +307,14 @@ public struct TokenVerifier: Sendable {
                         .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key?.keyID ?? "").prefix(64))\"")
                 }
             } else if let v1 = policy.v1IssuerTemplate, issuer.sameBytes(as: v1.replacingTenantID(with: tid)) {
-                // A v1.0 token: the key's issuer property is a v2.0 template and is not compared.
+                // A v1.0 token: the key's issuer property is a v2.0 template and is not compared with the v1 issuer —
+                // but a key bound to one tenant (no template) still vouches for that tenant only.
                 if let version, !version.sameBytes(as: "1.0") {
                     throw VerificationError(.invalidIssuer, "a v1.0 issuer with ver \"\(version.prefix(16))\"")
+                }
+                if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: expected) {
+                    throw VerificationError(
+                        .invalidIssuer, "key \"\((key?.keyID ?? "").prefix(64))\" is bound to another tenant than \(tid)")
                 }
             } else {
                 var accepted: [String] = []

@@ -16,6 +16,8 @@ package struct Configuration: Sendable {
     /// Outbound HTTP timeouts in milliseconds (`http:`; an extension of the contract).
     package var connectTimeoutMilliseconds = 2_000
     package var totalTimeoutMilliseconds = 5_000
+    /// `http.ca_file`: CA certificates trusted in addition to the system's (private IdPs).
+    package var extraCAFile: String? = nil
     /// HTTP API limits (`server:`; an extension of the contract).
     package var server = ServerLimits()
     /// Replay protection (`replay:`), off when nil.
@@ -209,7 +211,9 @@ extension Configuration {
         if let max = top["max_token_bytes"] { configuration.maxTokenBytes = try max.int(in: 512...1_048_576) }
         if let archive = top["key_archive"] {
             let path = try archive.string()
-            configuration.keyArchive = path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
+            // "" turns the archive off (and with it the SQLite revocation store's default place: revocations then
+            // live in memory unless revocations.path is set).
+            configuration.keyArchive = path.isEmpty ? "" : path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
         }
         if let keys = top["keys"] {
             let fields = try keys.mapping(allowed: ["min_ttl_seconds", "max_ttl_seconds", "refetch_cooldown_seconds", "max_stale_seconds"])
@@ -222,7 +226,15 @@ extension Configuration {
             configuration.keyFetch = policy
         }
         if let http = top["http"] {
-            let fields = try http.mapping(allowed: ["connect_timeout_ms", "timeout_ms"])
+            let fields = try http.mapping(allowed: ["connect_timeout_ms", "timeout_ms", "ca_file"])
+            if let node = fields["ca_file"] {
+                let path = try node.string()
+                let resolved = path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
+                guard let data = FileManager.default.contents(atPath: resolved), data.count <= 4 << 20,
+                    String(decoding: data, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----")
+                else { throw ConfigError(node.key, "cannot read PEM certificates from \(resolved)") }
+                configuration.extraCAFile = resolved
+            }
             if let value = fields["connect_timeout_ms"] { configuration.connectTimeoutMilliseconds = try value.int(in: 100...60_000) }
             if let value = fields["timeout_ms"] { configuration.totalTimeoutMilliseconds = try value.int(in: 100...120_000) }
         }
@@ -393,8 +405,9 @@ extension Configuration {
             if let node = fields["authority"] {
                 authority = try node.url(allowLoopbackHTTP: devIdP)
                 while authority.hasSuffix("/") { authority.removeLast() }
-                guard !authority.dropFirst(8).contains("/") || authority.hasPrefix("http://") else {
-                    throw ConfigError(node.key, "must be the authority's origin, e.g. https://login.microsoftonline.us")
+                let afterScheme = authority.drop { $0 != "/" }.dropFirst(2)
+                guard !afterScheme.contains("/"), !afterScheme.contains("?"), !afterScheme.contains("#") else {
+                    throw ConfigError(node.key, "must be the authority's origin (no path, query or fragment), e.g. https://login.microsoftonline.us")
                 }
             }
             let entries = try tenantsNode.stringList()
@@ -413,7 +426,9 @@ extension Configuration {
             microsoftJWKS = "\(authority)/common/discovery/v2.0/keys"
             if try fields["app_signing_keys"]?.bool() ?? false {
                 // Apps with claims mapping get tokens signed by keys published only for them.
-                guard let appID = audiences.first, appID.utf8.allSatisfy({ HTTPToken.isTokenCharacter($0) && $0 != UInt8(ascii: "&") }) else {
+                guard let appID = audiences.first, !appID.isEmpty,
+                    appID.utf8.allSatisfy({ (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) || $0 == UInt8(ascii: "-") })
+                else {
                     throw ConfigError("\(node.key).audiences", "the first audience (the app id) cannot go into a URL")
                 }
                 microsoftJWKS! += "?appid=\(appID)"
@@ -809,8 +824,15 @@ extension Configuration {
         guard case .sqlite(let path) = revocations.store else { return nil }
         if let path { return path }
         guard !keyArchive.isEmpty else { return nil }
-        let directory = (keyArchive as NSString).deletingLastPathComponent
-        return (directory.isEmpty ? "." : directory) + "/tokenguard-revocations.sqlite"
+        // The archive's directory, by its last "/" (a path ending in "/" names a directory itself).
+        let directory: Substring
+        if let slash = keyArchive.lastIndex(of: "/") {
+            directory = keyArchive[..<slash]
+            if directory.isEmpty { return "/tokenguard-revocations.sqlite" }
+        } else {
+            directory = "."
+        }
+        return directory + "/tokenguard-revocations.sqlite"
     }
 
     /// Host and port of `listen`.

@@ -26,7 +26,8 @@ package final class DriftMonitor: Sendable {
 
     /// Records what was seen; a value different from the last one seen is a change.
     package func observe(_ what: String, _ value: String, at seconds: Int64) {
-        let bounded = String(value.prefix(512))
+        // Bounded by bytes (a character can be one letter and thousands of combining marks).
+        let bounded = String(decoding: value.utf8.prefix(512), as: UTF8.self)
         let previous: String? = state.withLock { state in
             let previous = state.observed[what]
             state.observed[what] = bounded

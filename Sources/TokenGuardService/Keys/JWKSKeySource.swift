@@ -226,7 +226,8 @@ package final class JWKSKeySource: KeySource {
             // verification at a past time re-read), so a caller that awaited it sees a consistent archive.
             await archiveKeys(keySet, at: now)
             drift.observe(keys: keySet, at: Int64(now))
-            await watchDiscovery(at: Int64(now))
+            // Watching is off the fetch path: a slow discovery document never delays keys.
+            Task { await self.watchDiscovery(at: Int64(now)) }
             return .success(keySet)
         } catch let failure as FetchFailure {
             return fail(failure, started: started)

@@ -75,7 +75,8 @@ package final class KeyArchive: Sendable {
         try database.read { db in
             var result: [String: String] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT name, tenant_id FROM tenant_names WHERE authority = ?", arguments: [authority]) {
-                guard let name: String = row["name"], let tenantID: String = row["tenant_id"], GUID.isValid(tenantID) else { continue }
+                guard let name = SQLiteValue.string(row, "name"), let tenantID = SQLiteValue.string(row, "tenant_id"), GUID.isValid(tenantID)
+                else { continue }
                 result[name] = tenantID
             }
             return result
@@ -104,9 +105,9 @@ package final class KeyArchive: Sendable {
             ).compactMap { row -> Entry? in
                 // A damaged row (NULLs, wrong types, times out of range) is skipped: GRDB's non-optional reads
                 // would trap, and the archive is a file anyone with disk access can edit.
-                guard let provider: String = row["provider"], let keyID: String = row["kid"], let thumbprint: String = row["thumbprint"],
-                    let jwk: String = row["jwk"],
-                    let firstSeen: Int64 = row["first_seen"], let lastSeen: Int64 = row["last_seen"],
+                guard let provider = SQLiteValue.string(row, "provider"), let keyID = SQLiteValue.string(row, "kid"),
+                    let thumbprint = SQLiteValue.string(row, "thumbprint"), let jwk = SQLiteValue.string(row, "jwk"),
+                    let firstSeen = SQLiteValue.int64(row, "first_seen"), let lastSeen = SQLiteValue.int64(row, "last_seen"),
                     firstSeen >= 86_400, firstSeen <= lastSeen, lastSeen <= NumericDate.maximum
                 else { return nil }
                 return Entry(provider: provider, keyID: keyID, thumbprint: thumbprint, jwk: jwk, firstSeen: firstSeen, lastSeen: lastSeen)

@@ -59,7 +59,7 @@ package final class TenantNameResolver: TenantDirectory {
         if !unresolved.isEmpty {
             return VerificationError(
                 .keysUnavailable,
-                "tenant \(tenantID) may belong to \(unresolved.joined(separator: ", ")), not resolved yet (\(authority) cannot be reached)",
+                "tenant \(tenantID) may belong to \(unresolved.joined(separator: ", ")), not resolved yet (no usable answer from \(authority))",
                 retryAfterSeconds: 5)
         }
         return VerificationError(.tenantNotAllowed, "tenant \(tenantID) is not allowed for \(provider)")
@@ -107,8 +107,12 @@ package final class TenantNameResolver: TenantDirectory {
             return .unreachable("\(error)")
         }
         Counter(label: "tokenguard_tenant_name_lookups_total", dimensions: [("provider", provider), ("status", "\(response.status)")]).increment()
-        // Entra answers an unknown tenant with 400 (AADSTS90002) or 404.
-        if response.status == 400 || response.status == 404 { return .notFound }
+        // Entra answers an unknown tenant with 400 and AADSTS90002 in the body. Any other error page (a proxy's 404,
+        // a load balancer's 400) is an outage, not an answer about the tenant.
+        if response.status == 400 || response.status == 404 {
+            if String(decoding: response.body.prefix(64 * 1024), as: UTF8.self).contains("AADSTS90002") { return .notFound }
+            return .unreachable("HTTP \(response.status) without Entra's \"tenant not found\" (AADSTS90002)")
+        }
         guard response.status == 200, let document = try? JSONParser.parseObject(response.body), let issuer = document["issuer"]?.stringValue
         else { return .unreachable("HTTP \(response.status) without a usable discovery document") }
         // The issuer is {authority}/{tenant GUID}/v2.0; anything else is not an answer about this tenant.
@@ -117,7 +121,7 @@ package final class TenantNameResolver: TenantDirectory {
         guard issuer.utf8.starts(with: prefix.utf8), issuer.utf8.count == prefix.utf8.count + 36 + suffix.utf8.count, issuer.hasSuffix(suffix) else {
             return .unreachable("the discovery issuer is not \(authority)/{tenant}/v2.0")
         }
-        let tenantID = String(issuer.dropFirst(prefix.count).prefix(36))
+        let tenantID = ASCII.lowercased(String(issuer.dropFirst(prefix.count).prefix(36)))
         guard GUID.isValid(tenantID) else { return .unreachable("the discovery issuer holds no tenant GUID") }
         return .resolved(tenantID)
     }

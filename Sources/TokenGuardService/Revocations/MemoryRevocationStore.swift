@@ -9,11 +9,13 @@ package final class MemoryRevocationStore: RevocationStore {
 
     private static func key(_ provider: String, _ subject: String) -> ByteKey { ByteKey(bytes: Array(provider.utf8) + [0] + Array(subject.utf8)) }
 
-    package func version() async throws -> Int64 { state.withLock { $0.version } }
+    package func version() async throws -> String { String(state.withLock { $0.version }) }
     package func all() async throws -> [Revocation] { state.withLock { Array($0.records.values) } }
-    package func put(_ revocation: Revocation) async throws {
+    package func put(_ revocation: Revocation, onlyLater: Bool) async throws {
         state.withLock {
-            $0.records[Self.key(revocation.provider, revocation.subject)] = revocation
+            let key = Self.key(revocation.provider, revocation.subject)
+            if onlyLater, let existing = $0.records[key], existing.notBefore >= revocation.notBefore { return }
+            $0.records[key] = revocation
             $0.version += 1
         }
     }

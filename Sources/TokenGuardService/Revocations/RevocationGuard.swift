@@ -9,7 +9,7 @@ import TokenGuardSync
 package final class RevocationGuard: Sendable {
     private struct State {
         var set = RevocationSet()
-        var version: Int64? = nil
+        var version: String? = nil
         /// When the store last answered (wall-clock seconds); nil before the first read.
         var readAt: Double? = nil
         var lastError: String? = nil
@@ -83,8 +83,8 @@ package final class RevocationGuard: Sendable {
     }
 
     /// Records a revocation and makes it effective in this process at once.
-    package func record(_ revocation: Revocation) async throws {
-        try await store.put(revocation)
+    package func record(_ revocation: Revocation, onlyLater: Bool = false) async throws {
+        try await store.put(revocation, onlyLater: onlyLater)
         await refresh()
     }
 

@@ -1,0 +1,119 @@
+import Foundation
+import GRDB
+import Testing
+import TokenGuardCore
+import TokenGuardRedis
+import TokenGuardService
+import TokenGuardTestSupport
+
+/// The revocation stores under damage and races (the second red-team round's findings).
+@Suite(.serialized)
+struct RevocationStoreTests {
+    func revocation(_ subject: String, _ notBefore: Int64, provider: String = "apple") -> Revocation {
+        Revocation(provider: provider, subject: subject, notBefore: notBefore)
+    }
+
+    @Test("damaged SQLite rows (text, huge real, wrong types) are skipped, never a trap; so are damaged key-archive rows")
+    func damagedRows() async throws {
+        let workspace = try TempWorkspace()
+        let path = workspace.url.appendingPathComponent("revocations.sqlite").path
+        let store = try SQLiteRevocationStore(path: path)
+        try await store.put(revocation("good", 100))
+        let raw = try DatabaseQueue(path: path)
+        try await raw.write { db in
+            try db.execute(sql: "INSERT INTO revocations VALUES ('apple', 'text', 'abc'), ('apple', 'real', 1e300), ('apple', 'blob', x'00ff')")
+            try db.execute(sql: "INSERT INTO revocations VALUES (7, 'number-provider', 5)")
+            try db.execute(sql: "UPDATE revocations_version SET version = version + 1")
+        }
+        let subjects = Set(try await store.all().map(\.subject))
+        #expect(subjects.contains("good") && subjects.isDisjoint(with: ["text", "real", "blob"]), "\(subjects)")
+        #expect(try await store.get(provider: "apple", subject: "text") == nil)
+        let archivePath = workspace.url.appendingPathComponent("keys.sqlite").path
+        let archive = try KeyArchive(path: archivePath)
+        try await DatabaseQueue(path: archivePath).write { db in
+            try db.execute(sql: "INSERT INTO keys VALUES ('apple', 'k', 't', '{}', 'first', 'last'), ('apple', 'k2', 't2', x'00', 1, 2)")
+            try db.execute(sql: "INSERT INTO tenant_names VALUES ('a', 'n', 5, 'x')")
+        }
+        #expect(try archive.entries(provider: "apple").isEmpty)
+        #expect(try archive.tenants(authority: "a").isEmpty)
+    }
+
+    @Test("a store file moved, replaced or deleted under a running reader: reopened, or an error (fail closed), never the old file")
+    func replacedFile() async throws {
+        let workspace = try TempWorkspace()
+        let path = workspace.url.appendingPathComponent("revocations.sqlite").path
+        let running = try SQLiteRevocationStore(path: path)
+        try await running.put(revocation("erin", 100))
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".old")
+        await #expect(throws: (any Error).self) { try await running.version() }
+        let cli = try SQLiteRevocationStore(path: path)  // what `tokenguard revoke` would create now
+        try await cli.put(revocation("ivan", 200))
+        #expect(try await running.all() == [revocation("ivan", 200)])
+        let guardian = RevocationGuard(store: running, maximumStaleness: 60)
+        await guardian.refresh()
+        #expect(guardian.isFresh && guardian.count == 1)
+        try FileManager.default.removeItem(atPath: path)
+        await guardian.refresh()
+        // A failed read keeps the last set until the staleness window ends; the next read keeps failing.
+        await #expect(throws: (any Error).self) { try await running.version() }
+    }
+
+    @Test("a missing version row is an error, and every write gives a version never seen before")
+    func versions() async throws {
+        let workspace = try TempWorkspace()
+        let path = workspace.url.appendingPathComponent("revocations.sqlite").path
+        let store = try SQLiteRevocationStore(path: path)
+        var seen: Set<String> = [try await store.version()]
+        for index in 0..<20 {
+            try await store.put(revocation("s\(index)", Int64(index)))
+            #expect(seen.insert(try await store.version()).inserted)
+        }
+        try await DatabaseQueue(path: path).write { db in try db.execute(sql: "DELETE FROM revocations_version") }
+        await #expect(throws: (any Error).self) { try await store.version() }
+        let guardian = RevocationGuard(store: store, maximumStaleness: 0.2)
+        await guardian.refresh()
+        #expect(!guardian.isFresh)
+    }
+
+    @Test("racing notifications: with onlyLater the latest time wins, whatever the order (SQLite, memory, Redis)")
+    func onlyLaterRaces() async throws {
+        let workspace = try TempWorkspace()
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let stores: [any RevocationStore] = [
+            try SQLiteRevocationStore(path: workspace.url.appendingPathComponent("r.sqlite").path), MemoryRevocationStore(),
+            try RedisRevocationStore(url: redis.url),
+        ]
+        for store in stores {
+            for round in 0..<5 {
+                let subject = "race-\(round)"
+                let times = (0..<12).map { _ in Int64.random(in: 1_000...1_000_000) }
+                await withTaskGroup(of: Void.self) { group in
+                    for time in times {
+                        group.addTask { try? await store.put(Revocation(provider: "apple", subject: subject, notBefore: time), onlyLater: true) }
+                    }
+                }
+                #expect(try await store.get(provider: "apple", subject: subject)?.notBefore == times.max(), "\(type(of: store))")
+            }
+            // An explicit write (an admin's) may move it back.
+            try await store.put(revocation("race-0", 5))
+            #expect(try await store.get(provider: "apple", subject: "race-0")?.notBefore == 5)
+        }
+    }
+
+    @Test("Redis: subjects with any bytes but NUL round-trip; a reset to an old version still reloads")
+    func redisFields() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let store = try RedisRevocationStore(url: redis.url)
+        let subjects = ["a\nb", "12:ab", "\t", String(repeating: "ü", count: 500), ":", "apple\n"]
+        for subject in subjects { try await store.put(revocation(subject, 42, provider: "ab")) }
+        try await store.put(revocation("x", 1, provider: "a"))
+        let all = try await store.all()
+        #expect(Set(all.map(\.subject)) == Set(subjects + ["x"]))
+        #expect(all.first { $0.subject == "x" }?.provider == "a")
+        let before = try await store.version()
+        try await store.put(revocation("y", 2))
+        #expect(try await store.version() != before)
+    }
+}
