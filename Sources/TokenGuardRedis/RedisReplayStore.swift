@@ -34,17 +34,42 @@ package final class RedisReplayStore: ReplayStore {
         """
 
     /// Parses `redis://host:port`.
-    package init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws {
-        client = try RedisClient(
-            url: url, connections: connections, connectTimeoutMilliseconds: connectTimeoutMilliseconds,
+    package convenience init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws
+    {
+        self.init(
+            endpoint: try RedisEndpoint.parse(url), connections: connections, connectTimeoutMilliseconds: connectTimeoutMilliseconds,
             commandTimeoutMilliseconds: commandTimeoutMilliseconds)
     }
+
+    /// With Sentinels, a claim counts only once a replica has it (`WAIT 1`): replication is asynchronous, and a claim
+    /// only the old master acknowledged would vanish at a failover.
+    package init(endpoint: RedisEndpoint, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) {
+        client = RedisClient(
+            endpoint: endpoint, connections: connections, connectTimeoutMilliseconds: connectTimeoutMilliseconds,
+            commandTimeoutMilliseconds: commandTimeoutMilliseconds)
+        waitForReplica = !endpoint.sentinels.isEmpty
+    }
+
+    private let waitForReplica: Bool
 
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         var random = SystemRandomNumberGenerator()
         let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
         let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt), claimID]
-        let reply = await client.command(arguments)
+        var reply: RedisReply
+        if waitForReplica {
+            let replies = await client.commands([arguments, ["WAIT", "1", "500"]]) { $0 == .integer(1) }
+            reply = replies.first ?? .failure("no reply")
+            if reply == .integer(1) {
+                guard replies.count == 2, case .integer(let acknowledged) = replies[1], acknowledged >= 1 else {
+                    return .failure(
+                        VerificationError(
+                            .replayStoreUnavailable, "no replica confirmed the replay claim in time (WAIT 1): not counted", retryAfterSeconds: 2))
+                }
+            }
+        } else {
+            reply = await client.command(arguments)
+        }
         switch reply {
         case .integer(1): return .success(true)
         case .integer(0): return .success(false)
@@ -57,37 +82,103 @@ package final class RedisReplayStore: ReplayStore {
 
     package func health() async -> (ok: Bool, detail: String) {
         switch await client.command(["PING"]) {
-        case .status("PONG"): return (true, "redis \(host):\(port)")
-        case .failure(let message): return (false, "redis \(host):\(port): \(message)")
-        default: return (false, "redis \(host):\(port): unexpected PING reply")
+        case .status("PONG"): return (true, client.endpoint.description)
+        case .failure(let message): return (false, "\(client.endpoint.description): \(message)")
+        default: return (false, "\(client.endpoint.description): unexpected PING reply")
         }
+    }
+}
+
+/// Where and how to reach Redis (config `redis:`): the server, or the master a set of Sentinels names; the ACL user,
+/// the password (read when a connection is made, so a rotated secret is picked up on the next one; never logged),
+/// the database index.
+package struct RedisEndpoint: Sendable {
+    package var host: String
+    package var port: Int
+    package var user: String? = nil
+    package var database: Int? = nil
+    package var password: @Sendable () -> String? = { nil }
+    package var sentinels: [(host: String, port: Int)] = []
+    package var masterName: String? = nil
+
+    package init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `redis://[user@]host:port[/db]`; a password in the URL is refused (secrets never live in the file).
+    package static func parse(_ url: String) throws -> RedisEndpoint {
+        guard url.hasPrefix("redis://") else { throw RedisError("a Redis URL must be redis://[USER@]HOST:PORT[/DB]") }
+        var rest = url.dropFirst("redis://".count)
+        var user: String? = nil
+        if let at = rest.firstIndex(of: "@") {
+            let userPart = rest[..<at]
+            guard !userPart.contains(":") else { throw RedisError("the Redis URL must not carry a password (use password_env or password_file)") }
+            guard !userPart.isEmpty, userPart.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw RedisError("bad user in the Redis URL") }
+            user = String(userPart)
+            rest = rest[rest.index(after: at)...]
+        }
+        let authority = rest.prefix { $0 != "/" }
+        let path = rest.dropFirst(authority.count)
+        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port),
+            colon > authority.startIndex
+        else { throw RedisError("a Redis URL must be redis://[USER@]HOST:PORT[/DB]") }
+        var endpoint = RedisEndpoint(host: String(authority[..<colon]), port: port)
+        endpoint.user = user
+        if !path.isEmpty && path != "/" {
+            guard let database = Int(path.dropFirst()), (0...1023).contains(database) else {
+                throw RedisError("the Redis database index must be 0 to 1023")
+            }
+            endpoint.database = database
+        }
+        return endpoint
+    }
+
+    /// What `/readyz` and logs may show: never the password.
+    package var description: String {
+        sentinels.isEmpty ? "redis \(host):\(port)" : "redis master \(masterName ?? "?") via \(sentinels.count) sentinels"
     }
 }
 
 /// Connections to one Redis server: a fixed set of worker threads each owns one connection (the pool); blocking
 /// hiredis calls run there, never on Swift's cooperative pool.
 package final class RedisClient: Sendable {
-    package let host: String
-    package let port: Int
+    package let endpoint: RedisEndpoint
+    package var host: String { endpoint.host }
+    package var port: Int { endpoint.port }
     private let workers: ThreadConfinedWorkers<RedisConnection>
 
     /// Parses `redis://host:port`.
-    package init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws {
-        guard url.hasPrefix("redis://") else { throw RedisError("redis_url must be redis://HOST:PORT") }
-        let authority = url.dropFirst("redis://".count).prefix { $0 != "/" }
-        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
-        else { throw RedisError("redis_url must be redis://HOST:PORT") }
-        let host = String(authority[..<colon])
-        self.host = host
-        self.port = port
+    package convenience init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws
+    {
+        self.init(
+            endpoint: try RedisEndpoint.parse(url), connections: connections, connectTimeoutMilliseconds: connectTimeoutMilliseconds,
+            commandTimeoutMilliseconds: commandTimeoutMilliseconds)
+    }
+
+    package init(endpoint: RedisEndpoint, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) {
+        self.endpoint = endpoint
         workers = ThreadConfinedWorkers(threads: connections, name: "tokenguard-redis") {
-            RedisConnection(host: host, port: port, connectMilliseconds: connectTimeoutMilliseconds, commandMilliseconds: commandTimeoutMilliseconds)
+            RedisConnection(endpoint: endpoint, connectMilliseconds: connectTimeoutMilliseconds, commandMilliseconds: commandTimeoutMilliseconds)
         }
     }
 
     deinit { workers.shutdown() }
 
     func command(_ arguments: [String]) async -> RedisReply { await workers.run { $0.command(arguments) } }
+
+    /// Commands on one connection, in order; stops at the first whose reply `proceed` refuses.
+    func commands(_ list: [[String]], proceed: @escaping @Sendable (RedisReply) -> Bool) async -> [RedisReply] {
+        await workers.run { connection in
+            var replies: [RedisReply] = []
+            for arguments in list {
+                let reply = connection.command(arguments)
+                replies.append(reply)
+                if !proceed(reply) { break }
+            }
+            return replies
+        }
+    }
 }
 
 package struct RedisError: Error, CustomStringConvertible {
@@ -107,17 +198,16 @@ enum RedisReply: Sendable, Equatable {
     case failure(String)
 }
 
-/// Owns one `redisContext` (one connection), dialled lazily and re-dialled after any error.
+/// Owns one `redisContext` (one connection), dialled lazily and re-dialled after any error: to the server, or to the
+/// master the Sentinels name (asked again at every dial, so a failover is followed), then AUTH and SELECT.
 @safe final class RedisConnection {
-    let host: String
-    let port: Int
+    let endpoint: RedisEndpoint
     let connectTimeout: timeval
     let commandTimeout: timeval
     private var context: UnsafeMutablePointer<redisContext>?
 
-    init(host: String, port: Int, connectMilliseconds: Int, commandMilliseconds: Int) {
-        self.host = host
-        self.port = port
+    init(endpoint: RedisEndpoint, connectMilliseconds: Int, commandMilliseconds: Int) {
+        self.endpoint = endpoint
         connectTimeout = timeval(tv_sec: connectMilliseconds / 1000, tv_usec: Int((connectMilliseconds % 1000) * 1000))
         commandTimeout = timeval(tv_sec: commandMilliseconds / 1000, tv_usec: Int((commandMilliseconds % 1000) * 1000))
     }
@@ -140,23 +230,95 @@ enum RedisReply: Sendable, Equatable {
 
     private var lastErrorWasConnection = false
 
+    /// A connected, authenticated context on `host:port`, or why not.
+    private func dial(_ host: String, _ port: Int, authenticate: Bool) -> Result<UnsafeMutablePointer<redisContext>, RedisError> {
+        guard let fresh = unsafe redisConnectWithTimeout(host, Int32(port), connectTimeout) else {
+            return unsafe .failure(RedisError("cannot allocate a connection"))
+        }
+        if unsafe fresh.pointee.err != 0 {
+            let message = unsafe withUnsafePointer(to: fresh.pointee.errstr) {
+                unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            unsafe redisFree(fresh)
+            return unsafe .failure(RedisError(message))
+        }
+        _ = unsafe redisSetTimeout(fresh, commandTimeout)
+        guard authenticate else { return unsafe .success(fresh) }
+        if let password = endpoint.password() {
+            let reply = unsafe send(fresh, (endpoint.user.map { ["AUTH", $0] } ?? ["AUTH"]) + [password])
+            guard reply == .status("OK") else {
+                unsafe redisFree(fresh)
+                // The reply names no secret ("WRONGPASS invalid username-password pair").
+                if case .failure(let message) = reply { return unsafe .failure(RedisError("authentication failed: \(message)")) }
+                return unsafe .failure(RedisError("authentication failed"))
+            }
+        }
+        if let database = endpoint.database {
+            guard unsafe send(fresh, ["SELECT", String(database)]) == .status("OK") else {
+                unsafe redisFree(fresh)
+                return unsafe .failure(RedisError("cannot select database \(database)"))
+            }
+        }
+        return unsafe .success(fresh)
+    }
+
+    /// The master's address from the first Sentinel that knows it.
+    private func masterAddress() -> Result<(String, Int), RedisError> {
+        guard let name = endpoint.masterName else { return .failure(RedisError("sentinels need master_name")) }
+        for sentinel in endpoint.sentinels {
+            guard case .success(let context) = unsafe dial(sentinel.host, sentinel.port, authenticate: false) else { continue }
+            defer { unsafe redisFree(context) }
+            if case .array(let parts) = unsafe send(context, ["SENTINEL", "get-master-addr-by-name", name]), parts.count == 2,
+                case .string(let host) = parts[0], case .string(let portText) = parts[1], let port = Int(portText), (1...65535).contains(port)
+            {
+                return .success((host, port))
+            }
+        }
+        return .failure(RedisError("no sentinel names a master for \(name)"))
+    }
+
+    private func connect() -> RedisError? {
+        var host = endpoint.host
+        var port = endpoint.port
+        if !endpoint.sentinels.isEmpty {
+            switch masterAddress() {
+            case .success(let address): (host, port) = address
+            case .failure(let error): return error
+            }
+        }
+        switch unsafe dial(host, port, authenticate: true) {
+        case .success(let fresh):
+            // Through Sentinels, only a server that says it is the master (a failover may be under way).
+            if !endpoint.sentinels.isEmpty {
+                guard case .array(let role) = unsafe send(fresh, ["ROLE"]), role.first == .string("master") else {
+                    unsafe redisFree(fresh)
+                    return RedisError("the named master is not a master (failover under way)")
+                }
+            }
+            unsafe context = unsafe fresh
+            return nil
+        case .failure(let error): return error
+        }
+    }
+
     private func attempt(_ arguments: [String]) -> RedisReply {
         lastErrorWasConnection = false
-        if unsafe context == nil {
-            guard let fresh = unsafe redisConnectWithTimeout(host, Int32(port), connectTimeout) else {
-                return .failure("cannot allocate a connection")
-            }
-            if unsafe fresh.pointee.err != 0 {
-                let message = unsafe withUnsafePointer(to: fresh.pointee.errstr) {
-                    unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-                }
-                unsafe redisFree(fresh)
-                return .failure(message)
-            }
-            _ = unsafe redisSetTimeout(fresh, commandTimeout)
-            unsafe context = unsafe fresh
-        }
+        if unsafe context == nil, let error = connect() { return .failure(error.description) }
         guard let context = unsafe context else { return .failure("no connection") }
+        let reply = unsafe send(context, arguments)
+        if case .failure(let message) = reply {
+            if unsafe context.pointee.err != 0 {
+                lastErrorWasConnection = unsafe context.pointee.err == REDIS_ERR_IO || context.pointee.err == REDIS_ERR_EOF
+                drop()  // the connection is unusable after an I/O error: re-dial next time
+            } else if message.hasPrefix("READONLY") || message.hasPrefix("NOAUTH") || message.hasPrefix("WRONGPASS") {
+                drop()  // a demoted master or a changed password: dial (and ask the Sentinels) again
+            }
+        }
+        return reply
+    }
+
+    /// One command on `context`: the reply, or `.failure` with hiredis's error when the command could not be sent.
+    private func send(_ context: UnsafeMutablePointer<redisContext>, _ arguments: [String]) -> RedisReply {
         let cStrings = unsafe arguments.map { unsafe strdup($0) }
         defer { for index in unsafe cStrings.indices { unsafe free(cStrings[index]) } }
         var argv: [UnsafePointer<CChar>?] = unsafe cStrings.map { unsafe UnsafePointer($0) }
@@ -165,8 +327,6 @@ enum RedisReply: Sendable, Equatable {
             let message = unsafe withUnsafePointer(to: context.pointee.errstr) {
                 unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
             }
-            lastErrorWasConnection = unsafe context.pointee.err == REDIS_ERR_IO || context.pointee.err == REDIS_ERR_EOF
-            drop()  // the connection is unusable after an I/O error: re-dial next time
             return .failure(message.isEmpty ? "connection lost" : message)
         }
         defer { unsafe freeReplyObject(raw) }

@@ -9,7 +9,9 @@ package final class RedisRevocationStore: RevocationStore {
     static let versionKey = "tokenguard:revocations:version"
     private let client: RedisClient
 
-    package init(url: String) throws { client = try RedisClient(url: url, connections: 2) }
+    package convenience init(url: String) throws { self.init(endpoint: try RedisEndpoint.parse(url)) }
+
+    package init(endpoint: RedisEndpoint) { client = RedisClient(endpoint: endpoint, connections: 2) }
 
     /// The provider's length first, so no subject can make two pairs collide.
     static func field(_ provider: String, _ subject: String) -> String { "\(provider.utf8.count):\(provider)\(subject)" }

@@ -26,12 +26,7 @@ enum ConfigLoading {
     static func makeRegistry(_ configuration: Configuration, logger: Logger) throws -> VerifierRegistry {
         var replayStore: (any ReplayStore)? = nil
         if case .redis(let url)? = configuration.replay?.store {
-            do {
-                replayStore = try RedisReplayStore(url: url)
-            } catch {
-                Stderr.write("tokenguard: config error: replay.redis_url: \(error)\n")
-                throw ExitCodes.usage
-            }
+            replayStore = RedisReplayStore(endpoint: try redisEndpoint(configuration, url: url))
         }
         let revocations = try makeRevocations(configuration)
         guard VerifierRegistry.needsFetcher(configuration) else {
@@ -53,6 +48,33 @@ enum ConfigLoading {
         return VerifierRegistry(
             configuration: configuration, fetcher: CurlHTTPClient(configuration: http), archive: archive, replayStore: replayStore,
             revocations: revocations)
+    }
+
+    /// The Redis endpoint for `url` with the `redis:` block's password, Sentinels and master name (when `url` is that
+    /// block's): the password is read from its variable once, or from its file at every new connection.
+    static func redisEndpoint(_ configuration: Configuration, url: String) throws -> RedisEndpoint {
+        var endpoint: RedisEndpoint
+        do {
+            endpoint = try RedisEndpoint.parse(url)
+        } catch {
+            Stderr.write("tokenguard: config error: redis: \(error)\n")
+            throw ExitCodes.usage
+        }
+        guard let settings = configuration.redis, settings.url == url else { return endpoint }
+        switch settings.password {
+        case .environment(let name)?:
+            let value = ProcessInfo.processInfo.environment[name]
+            endpoint.password = { value }
+        case .file(let path)?:
+            endpoint.password = {
+                guard let data = FileManager.default.contents(atPath: path), data.count <= 4096 else { return nil }
+                return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+            }
+        case nil: break
+        }
+        endpoint.sentinels = settings.sentinels
+        endpoint.masterName = settings.masterName
+        return endpoint
     }
 
     /// The system's CA bundle with `extra` appended, in a private file of this process: libcurl takes one bundle, and
@@ -99,16 +121,12 @@ enum ConfigLoading {
                 throw ExitCodes.usage
             }
         case .redis:
-            guard case .redis(let url)? = configuration.replay?.store else {
-                Stderr.write("tokenguard: config error: revocations.store: redis needs replay.store: redis with redis_url\n")
+            let replayURL: String? = if case .redis(let url)? = configuration.replay?.store { url } else { nil }
+            guard let url = configuration.redis?.url ?? replayURL else {
+                Stderr.write("tokenguard: config error: revocations.store: redis needs a redis: block (or replay.redis_url)\n")
                 throw ExitCodes.usage
             }
-            do {
-                store = try RedisRevocationStore(url: url)
-            } catch {
-                Stderr.write("tokenguard: config error: revocations: \(error)\n")
-                throw ExitCodes.usage
-            }
+            store = RedisRevocationStore(endpoint: try redisEndpoint(configuration, url: url))
         }
         return RevocationGuard(store: store, maximumStaleness: Double(configuration.revocations.maximumStalenessSeconds))
     }

@@ -4,6 +4,8 @@ import Foundation
 package final class RedisServerProcess: @unchecked Sendable {
     // @unchecked Sendable: the process handle is replaced only by start/stop from the owning test.
     package let port: Int
+    /// More `redis-server` arguments (ACL users, replication, `--sentinel`).
+    package let extraArguments: [String]
     private var process: Process?
 
     package var url: String { "redis://127.0.0.1:\(port)" }
@@ -13,8 +15,9 @@ package final class RedisServerProcess: @unchecked Sendable {
         if let process, process.isRunning { kill(process.processIdentifier, number) }
     }
 
-    package init(port: Int? = nil) throws {
+    package init(port: Int? = nil, extraArguments: [String] = []) throws {
         self.port = try port ?? FreeLoopbackPort.pick()
+        self.extraArguments = extraArguments
         try start()
     }
 
@@ -28,9 +31,10 @@ package final class RedisServerProcess: @unchecked Sendable {
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = [
-            "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
-        ]
+        process.arguments =
+            [
+                "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+            ] + extraArguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

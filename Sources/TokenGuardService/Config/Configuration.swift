@@ -26,6 +26,8 @@ package struct Configuration: Sendable {
     package var tokenCacheSize = VerifiedTokenCache.defaultCapacity
     /// Where revocations live (`revocations:`).
     package var revocations = RevocationSettings()
+    /// The Redis server shared by the replay and revocation stores (`redis:`).
+    package var redis: RedisSettings? = nil
 
     package init() {}
 
@@ -42,6 +44,27 @@ package struct ReplaySettings: Sendable, Equatable {
     }
 
     package var store: Store
+}
+
+/// The `redis:` block: one server (or a Sentinel-watched master) for the replay and revocation stores.
+package struct RedisSettings: Sendable, Equatable {
+    package enum Password: Sendable, Equatable {
+        case environment(String)
+        /// Re-read at every new connection, so a rotated Secret is picked up.
+        case file(String)
+    }
+
+    /// `redis://[user@]host:port[/db]`, never with a password.
+    package var url: String
+    package var password: Password? = nil
+    /// `host:port` of each Sentinel; with them, `masterName` names the master to ask for.
+    package var sentinels: [(host: String, port: Int)] = []
+    package var masterName: String? = nil
+
+    package static func == (lhs: RedisSettings, rhs: RedisSettings) -> Bool {
+        lhs.url == rhs.url && lhs.password == rhs.password && lhs.masterName == rhs.masterName
+            && lhs.sentinels.map { "\($0.host):\($0.port)" } == rhs.sentinels.map { "\($0.host):\($0.port)" }
+    }
 }
 
 /// Revocation settings (contract: `revocations`).
@@ -203,7 +226,7 @@ extension Configuration {
         }
         let top = try ConfigNode(root, key: "").mapping(allowed: [
             "listen", "leeway_seconds", "max_token_bytes", "key_archive", "replay", "providers", "keys", "http", "server", "token_cache_size",
-            "revocations",
+            "revocations", "redis",
         ])
         var configuration = Configuration()
         if let listen = top["listen"] { configuration.listen = try validatedListen(try listen.string(), key: listen.key) }
@@ -270,6 +293,44 @@ extension Configuration {
             }
             configuration.server = limits
         }
+        if let redis = top["redis"] {
+            let fields = try redis.mapping(allowed: ["url", "password_env", "password_file", "sentinels", "master_name"])
+            guard let urlNode = fields["url"] else { throw ConfigError("\(redis.key).url", "is required") }
+            let url = try urlNode.string()
+            guard url.hasPrefix("redis://") else { throw ConfigError(urlNode.key, "must be redis://[USER@]HOST:PORT[/DB]") }
+            let authority = url.dropFirst("redis://".count).prefix { $0 != "/" }
+            // Secrets never live in the file (and the URL is shown by /readyz).
+            if let at = authority.lastIndex(of: "@"), authority[..<at].contains(":") {
+                throw ConfigError(urlNode.key, "must not carry a password: name it with password_env or password_file")
+            }
+            var settings = RedisSettings(url: url)
+            switch (fields["password_env"], fields["password_file"]) {
+            case (.some(let env), .some): throw ConfigError(env.key, "give password_env or password_file, not both")
+            case (.some(let env), nil):
+                let name = try env.string()
+                guard environment[name] != nil else { throw ConfigError(env.key, "environment variable \(name) is not set") }
+                settings.password = .environment(name)
+            case (nil, .some(let file)):
+                let path = try file.string()
+                let resolved = path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
+                guard FileManager.default.isReadableFile(atPath: resolved) else { throw ConfigError(file.key, "cannot read \(resolved)") }
+                settings.password = .file(resolved)
+            case (nil, nil): break
+            }
+            if let sentinelsNode = fields["sentinels"] {
+                for entry in try sentinelsNode.stringList() {
+                    guard let colon = entry.lastIndex(of: ":"), let port = Int(entry[entry.index(after: colon)...]), (1...65535).contains(port),
+                        colon > entry.startIndex
+                    else { throw ConfigError(sentinelsNode.key, "each sentinel must be HOST:PORT") }
+                    settings.sentinels.append((String(entry[..<colon]), port))
+                }
+                guard let master = fields["master_name"] else { throw ConfigError("\(redis.key).master_name", "is required with sentinels") }
+                settings.masterName = try master.string()
+            } else if let master = fields["master_name"] {
+                throw ConfigError(master.key, "only applies with sentinels")
+            }
+            configuration.redis = settings
+        }
         if let revocations = top["revocations"] {
             let fields = try revocations.mapping(allowed: ["store", "max_staleness_seconds", "path"])
             var settings = RevocationSettings()
@@ -294,7 +355,14 @@ extension Configuration {
                 let maximum = try fields["max_entries"]?.int(in: 1...100_000_000) ?? 1_000_000
                 configuration.replay = ReplaySettings(store: .memory(maximumEntries: maximum))
             case "redis":
-                guard let urlNode = fields["redis_url"] else { throw ConfigError("\(replay.key).redis_url", "is required for store: redis") }
+                guard let urlNode = fields["redis_url"] else {
+                    guard let shared = configuration.redis else {
+                        throw ConfigError("\(replay.key).redis_url", "is required for store: redis (or a redis: block)")
+                    }
+                    if let maximum = fields["max_entries"] { throw ConfigError(maximum.key, "only applies to store: memory") }
+                    configuration.replay = ReplaySettings(store: .redis(url: shared.url))
+                    break
+                }
                 let url = try urlNode.string()
                 guard url.hasPrefix("redis://"), url.dropFirst(8).contains(":") else {
                     throw ConfigError(urlNode.key, "must be redis://HOST:PORT")

@@ -1,0 +1,277 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardService
+import TokenGuardTestSupport
+
+/// The `redis:` block as production runs Redis: an ACL user with a password from the environment or a file, a
+/// database index, one server for replay and revocations.
+@Suite(.serialized)
+struct RedisProductionTests {
+    func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    func body(_ key: TestKey, nonce: String = "n-\(UUID().uuidString)") throws -> String {
+        var claims = ProviderTokens.apple(now: now(), rawNonce: nonce)
+        claims.set("sub", .string("redis-user"))
+        return "{\"provider\":\"apple\",\"token\":\"\(try key.sign(claims))\",\"nonce\":\"\(nonce)\"}"
+    }
+
+    func redisCLI(_ port: Int, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+        process.arguments = ["-p", String(port), "--user", "tg", "--pass", "first-secret-0123", "--no-auth-warning"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    @Test("an ACL user and database index from the URL, the password from a file re-read on reconnect; never logged; wrong password fails closed")
+    func aclAndDatabase() async throws {
+        let redis = try RedisServerProcess(extraArguments: [
+            "--user", "default", "off", "--user", "tg", "on", ">first-secret-0123", "~*", "&*", "+@all",
+        ])
+        defer { redis.stop() }
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        let passwordFile = try workspace.write("redis-password", "first-secret-0123\n")
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            redis: { url: "redis://tg@127.0.0.1:\(redis.port)/3", password_file: "\(passwordFile)" }
+            replay: { store: redis }
+            revocations: { store: redis, max_staleness_seconds: 2 }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        let first = try body(key)
+        #expect(try await server.post("/v1/verify", first).status == 200)
+        #expect(try await server.post("/v1/verify", first).status == 401)  // replayed, through the ACL user
+        #expect(try await server.post("/v1/revocations", "{\"provider\":\"apple\",\"subject\":\"someone\"}").status == 200)
+        // Everything lives in database 3.
+        #expect(try redisCLI(redis.port, ["-n", "3", "HLEN", "tokenguard:revocations"]).contains("1"))
+        #expect(try redisCLI(redis.port, ["-n", "0", "HLEN", "tokenguard:revocations"]).hasPrefix("0"))
+        // The password changes in Redis and then in the file: a new connection picks the new one up.
+        _ = try redisCLI(redis.port, ["ACL", "SETUSER", "tg", "resetpass", ">second-secret-4567"])
+        _ = try workspace.write("redis-password", "second-secret-4567\n")
+        _ = try redisCLI(redis.port, ["CLIENT", "KILL", "USER", "tg"])
+        var recovered = false
+        for _ in 0..<40 where !recovered {
+            recovered = try await server.post("/v1/verify", try body(key)).status == 200
+            if !recovered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(recovered)
+        // A password Redis refuses: nothing is accepted (503), never a pass.
+        _ = try workspace.write("redis-password", "wrong-secret-0000\n")
+        _ = try redisCLI(redis.port, ["CLIENT", "KILL", "USER", "tg"])
+        try await Task.sleep(for: .milliseconds(300))
+        let refused = try await server.post("/v1/verify", try body(key))
+        #expect(refused.status == 503)
+        for secret in ["first-secret-0123", "second-secret-4567", "wrong-secret-0000"] { #expect(!server.log().contains(secret)) }
+        let ready = String(decoding: try await server.get("/readyz").body, as: UTF8.self)
+        #expect(!ready.contains("secret"))
+    }
+
+    @Test("the redis: block refuses a password in the URL, and master_name without sentinels")
+    func configRefusals() throws {
+        for yaml in [
+            "redis: { url: \"redis://tg:pw@127.0.0.1:6379\" }\n", "redis: { url: \"redis://127.0.0.1:6379\", master_name: m }\n",
+            "redis: { url: \"redis://127.0.0.1:6379\", sentinels: [\"127.0.0.1:26379\"] }\n", "redis: { url: \"http://x:1\" }\n",
+            "redis: { url: \"redis://127.0.0.1:6379\", password_env: TG_NOT_SET_ANYWHERE }\n",
+        ] {
+            #expect(throws: ConfigError.self, "\(yaml)") { try Configuration.parse(yaml: yaml, environment: [:]) }
+        }
+    }
+
+    /// A `redis-server --sentinel` with a config the test writes (Sentinel rewrites its config file).
+    func sentinel(_ workspace: TempWorkspace, masterPort: Int) throws -> (Process, Int) {
+        let port = try FreeLoopbackPort.pick()
+        let config = try workspace.write(
+            "sentinel-\(port).conf",
+            """
+            port \(port)
+            bind 127.0.0.1
+            sentinel monitor tg 127.0.0.1 \(masterPort) 2
+            sentinel down-after-milliseconds tg 1000
+            sentinel failover-timeout tg 4000
+            sentinel parallel-syncs tg 1
+
+            """)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+        process.arguments = [config, "--sentinel"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return (process, port)
+    }
+
+    @Test("Sentinel: the master is killed under traffic; claims wait for a replica, nothing is accepted twice, the fleet follows the new master")
+    func sentinelFailover() async throws {
+        let master = try RedisServerProcess()
+        defer { master.stop() }
+        let replica = try RedisServerProcess(extraArguments: ["--replicaof", "127.0.0.1", String(master.port)])
+        defer { replica.stop() }
+        let workspace = try TempWorkspace()
+        var sentinels: [(Process, Int)] = []
+        for _ in 0..<3 { sentinels.append(try sentinel(workspace, masterPort: master.port)) }
+        defer {
+            for (process, _) in sentinels where process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+        }
+        // The replica has synchronised before traffic starts.
+        try await Task.sleep(for: .seconds(2))
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        let list = sentinels.map { "\"127.0.0.1:\($0.1)\"" }.joined(separator: ", ")
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            redis: { url: "redis://127.0.0.1:\(master.port)", sentinels: [\(list)], master_name: tg }
+            replay: { store: redis }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        let before = try body(key)
+        let first = try await server.post("/v1/verify", before)
+        #expect(first.status == 200, "\(String(decoding: first.body, as: UTF8.self))")
+
+        master.signal(SIGKILL)
+        // Through the failover: answers are 200 (a fresh token), 401 (a replay) or 503 (cannot decide): never a second
+        // acceptance of one token.
+        var accepted: [String: Int] = [:]
+        var statuses: [Int: Int] = [:]
+        let killedAt = Date()
+        let deadline = killedAt.addingTimeInterval(25)
+        var recovered = false
+        var restarted = false
+        while Date() < deadline && !recovered {
+            // The old master comes back; the Sentinels make it a replica of the new one, and claims can be
+            // confirmed again (until then, with no replica, every claim fails closed).
+            if !restarted && Date().timeIntervalSince(killedAt) > 4 {
+                try master.start()
+                restarted = true
+            }
+            let fresh = try body(key)
+            for request in [fresh, fresh, before] {
+                let status = try await server.post("/v1/verify", request).status
+                statuses[status, default: 0] += 1
+                if status == 200 { accepted[request, default: 0] += 1 }
+            }
+            recovered = accepted[fresh] == 1 && statuses[503, default: 0] > 0
+            if !recovered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(recovered, "\(statuses)")
+        #expect(accepted.values.allSatisfy { $0 == 1 }, "\(statuses)")
+        #expect(accepted[before] == nil, "the claim made before the failover survived it")
+        // After the failover: one token sent 200 times at once is accepted exactly once.
+        let once = try body(key)
+        let results = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<200 { group.addTask { try await server.post("/v1/verify", once).status } }
+            var all: [Int] = []
+            for try await status in group { all.append(status) }
+            return all
+        }
+        #expect(results.filter { $0 == 200 }.count == 1, "\(Dictionary(grouping: results, by: { $0 }).mapValues(\.count))")
+    }
+
+    func launch(_ executable: String, _ arguments: [String], in directory: URL) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    func stop(_ process: Process) {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    @Test("TLS to Redis through stunnel: a Redis tls-port behind a local stunnel client; a tunnel that cannot verify Redis is 503, never a pass")
+    func tlsThroughStunnel() async throws {
+        let stunnel = ["/usr/bin/stunnel4", "/usr/bin/stunnel"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let workspace = try TempWorkspace()
+        let dir = workspace.url
+        for arguments in [
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=redis test CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "redis.key", "-out", "redis.csr", "-subj", "/CN=localhost"],
+            [
+                "x509", "-req", "-in", "redis.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "redis.pem", "-days", "2",
+                "-extfile", "san.ext",
+            ],
+        ] {
+            if arguments.contains("san.ext") { _ = try workspace.write("san.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n") }
+            let process = try launch("/usr/bin/openssl", arguments, in: dir)
+            process.waitUntilExit()
+        }
+        let tlsPort = try FreeLoopbackPort.pick()
+        let redis = try launch(
+            "/usr/bin/redis-server",
+            [
+                "--port", "0", "--bind", "127.0.0.1", "--tls-port", String(tlsPort), "--tls-cert-file", "redis.pem", "--tls-key-file", "redis.key",
+                "--tls-ca-cert-file", "ca.pem", "--tls-auth-clients", "no", "--save", "", "--appendonly", "no",
+            ], in: dir)
+        defer { stop(redis) }
+        func tunnel(checkHost: String) throws -> (Process, Int) {
+            let port = try FreeLoopbackPort.pick()
+            let config = try workspace.write(
+                "stunnel-\(port).conf",
+                """
+                foreground = yes
+                pid =
+                [redis]
+                client = yes
+                accept = 127.0.0.1:\(port)
+                connect = 127.0.0.1:\(tlsPort)
+                CAfile = \(dir.path)/ca.pem
+                verifyChain = yes
+                checkHost = \(checkHost)
+
+                """)
+            return (try launch(try #require(stunnel), [config], in: dir), port)
+        }
+        let (good, goodPort) = try tunnel(checkHost: "localhost")
+        defer { stop(good) }
+        let (bad, badPort) = try tunnel(checkHost: "not-the-redis.example")
+        defer { stop(bad) }
+        try await Task.sleep(for: .milliseconds(500))
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        func server(_ port: Int) async throws -> ServerProcess {
+            let config = try workspace.write(
+                "tokenguard-\(port).yaml",
+                """
+                key_archive: "keys-\(port).sqlite"
+                redis: { url: "redis://127.0.0.1:\(port)" }
+                replay: { store: redis }
+                providers:
+                  apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
+                """)
+            return try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        }
+        let through = try await server(goodPort)
+        defer { through.stop() }
+        let once = try body(key)
+        let first = try await through.post("/v1/verify", once)
+        #expect(first.status == 200, "\(String(decoding: first.body, as: UTF8.self))")
+        #expect(try await through.post("/v1/verify", once).status == 401)
+        let refused = try await server(badPort)
+        defer { refused.stop() }
+        #expect(try await refused.post("/v1/verify", try body(key)).status == 503)
+    }
+}
