@@ -132,6 +132,15 @@ struct Bench {
         let hits = Measure.rate(seconds: seconds) { verifies(rsa, cached) }
         report.add("cache", "verified-token cache hits RS256, 1 thread", hits)
 
+        // Revocations on the hot path: the in-memory lookup every verdict goes through, with 100,000 records held.
+        let revocations = RevocationSet(
+            (0..<100_000).map { Revocation(provider: "apple", subject: "revoked-\($0)", notBefore: rsa.now) })
+        guard case .success(let cachedVerdict) = cached.verify(token: rsa.token, nonce: rsa.nonce, at: rsa.now) else {
+            throw RunnerError("the cached verifier does not verify")
+        }
+        let lookups = Measure.rate(seconds: seconds) { revocations.check(cachedVerdict) == nil }
+        report.add("revoke", "revocation check per verdict (100,000 revocations held)", 1e9 / lookups, "ns")
+
         // Replay protection's cost: a full verification then a claim of a fresh key, per call.
         let plain = TokenVerifier(policy: rsa.verifier.policy, keySource: rsa.verifier.keySource)
         var counter = 0
@@ -228,6 +237,7 @@ struct Bench {
         report.target("eddsa_vs_jwtkit", ratio(single["EdDSA"], jwtkit["EdDSA"]), 0.95)
         report.target("rs256_vs_libjwt", ratio(single["RS256"], libjwtRS256), 5)
         report.target("cache_hits_per_core", hits, 3_000_000)
+        report.target("revocation_check_ns", 1e9 / lookups, 1000, higherIsBetter: false, note: "the in-memory lookup per verdict")
         report.target("malformed_rejections_per_core", rejections, 4_000_000)
         report.target("two_core_scaling", ratio(multi["RS256"], single["RS256"]), 1.8, note: "RS256, \(cores) threads vs 1")
         report.target("http_p99_ms_at_half_load", p99AtHalf, 1, higherIsBetter: false, note: "client and server share the cores")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenGuardCore
 import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// The `redis:` block as production runs Redis: an ACL user with a password from the environment or a file, a
@@ -273,5 +274,50 @@ struct RedisProductionTests {
         let refused = try await server(badPort)
         defer { refused.stop() }
         #expect(try await refused.post("/v1/verify", try body(key)).status == 503)
+    }
+}
+
+/// Secrets named by `*_file` rotate without a restart.
+@Suite(.serialized)
+struct SecretFileTests {
+    @Test("client_secret_file: the file is re-read when it changes; the new secret is used without a restart, never logged")
+    func rotation() async throws {
+        let expected = Locked("first-client-secret-0123")
+        let calls = Locked(0)
+        let github = try FakeHTTPServer { request in
+            calls.withLock { $0 += 1 }
+            let basic = "Basic " + Data("Iv1.abc:\(expected.withLock { $0 })".utf8).base64EncodedString()
+            guard request.headers["authorization"] == basic else { return .json("{\"message\":\"Requires authentication\"}", status: 401) }
+            return .json(
+                "{\"id\":1,\"token\":\"x\",\"scopes\":[],\"app\":{\"client_id\":\"Iv1.abc\",\"name\":\"x\",\"url\":\"http://x\"},\"expires_at\":null,\"user\":{\"login\":\"octocat\",\"id\":583231,\"type\":\"User\"}}"
+            )
+        }
+        defer { github.stop() }
+        let workspace = try TempWorkspace()
+        let secretFile = try workspace.write("github-secret", "first-client-secret-0123\n")
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            providers:
+              github: { client_id: "Iv1.abc", client_secret_file: "\(secretFile)", api_url: "\(github.baseURL)", dev_idp: true, cache_seconds: 0 }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        #expect(try await server.post("/v1/verify", "{\"provider\":\"github\",\"token\":\"gho_first\"}").status == 200)
+        // GitHub now wants the new secret; until the file changes tokenguard cannot ask (503), after it it can.
+        expected.withLock { $0 = "second-client-secret-4567" }
+        #expect(try await server.post("/v1/verify", "{\"provider\":\"github\",\"token\":\"gho_second\"}").status == 503)
+        _ = try workspace.write("github-secret", "second-client-secret-4567\n")
+        var rotated = false
+        for attempt in 0..<30 where !rotated {
+            rotated = try await server.post("/v1/verify", "{\"provider\":\"github\",\"token\":\"gho_third\(attempt)\"}").status == 200
+            if !rotated { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(rotated)
+        #expect(!server.log().contains("first-client-secret") && !server.log().contains("second-client-secret"))
+        #expect(throws: ConfigError.self) {
+            try Configuration.parse(
+                yaml: "providers:\n  github: { client_id: Iv1.abc, client_secret_file: /nonexistent/secret }\n", environment: [:])
+        }
     }
 }

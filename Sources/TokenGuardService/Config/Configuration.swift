@@ -179,13 +179,14 @@ package struct ProviderConfiguration: Sendable {
     }
 }
 
-/// Settings of a `github` or `facebook_classic` provider. The secret comes from the environment, never the file.
+/// Settings of a `github` or `facebook_classic` provider. The secret comes from the environment or a file of its own
+/// (re-read when it changes), never the config file.
 package struct OpaqueProviderSettings: Sendable {
     /// GitHub `client_id`, or the Facebook `app_id`.
     package let clientID: String
-    package let secret: String
-    /// The environment variable the secret was read from (for messages; the secret itself is never printed).
-    package let secretEnvironmentVariable: String
+    package let secret: SecretValue
+    /// Where the secret came from: `env NAME` or `file PATH` (for messages; the secret itself is never printed).
+    package let secretSource: String
     /// `api_url` (GitHub) or `graph_url` (Facebook).
     package let baseURL: String
     /// How long a positive answer is cached (default 60 s; never past the token's own expiry).
@@ -436,7 +437,9 @@ extension Configuration {
         if kind == .facebook {
             return try parseFacebook(name: name, node: node, defaults: defaults, baseDirectory: baseDirectory, environment: environment)
         }
-        guard kind.isJWS else { return try parseOpaqueProvider(name: name, kind: kind, node: node, environment: environment) }
+        guard kind.isJWS else {
+            return try parseOpaqueProvider(name: name, kind: kind, node: node, baseDirectory: baseDirectory, environment: environment)
+        }
         let fields = try node.mapping(allowed: [
             "kind", "audiences", "issuer", "jwks_url", "jwks_file", "nonce", "nonce_required", "tenants", "algorithms", "dev_idp", "replay",
             "jwks_hosts", "token_types", "authorized_parties", "forward_auth", "authority", "token_versions", "app_signing_keys", "tenant_id",
@@ -595,12 +598,14 @@ extension Configuration {
     }
 
     static func parseOpaqueProvider(
-        name: String, kind: ProviderKind, node: ConfigNode, environment: [String: String]
+        name: String, kind: ProviderKind, node: ConfigNode, baseDirectory: String, environment: [String: String]
     ) throws(ConfigError) -> ProviderConfiguration {
         let isGitHub = kind == .github
         let (idKey, secretKey, urlKey) = isGitHub ? ("client_id", "client_secret_env", "api_url") : ("app_id", "app_secret_env", "graph_url")
+        let secretFileKey = isGitHub ? "client_secret_file" : "app_secret_file"
         let fields = try node.mapping(allowed: [
-            "kind", idKey, secretKey, urlKey, "cache_seconds", "dev_idp", "forward_auth", "max_concurrent_inspections", "max_inspections_per_second",
+            "kind", idKey, secretKey, secretFileKey, urlKey, "cache_seconds", "dev_idp", "forward_auth", "max_concurrent_inspections",
+            "max_inspections_per_second",
         ])
         let devIdP = try fields["dev_idp"]?.bool() ?? false
         guard let idNode = fields[idKey] else { throw ConfigError("\(node.key).\(idKey)", "is required for kind \(kind.rawValue)") }
@@ -611,12 +616,11 @@ extension Configuration {
                 && clientID.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") }
             : !clientID.isEmpty && clientID.count <= 32 && clientID.allSatisfy { $0.isASCII && $0.isNumber }
         guard idIsValid else { throw ConfigError(idNode.key, isGitHub ? "is not a GitHub client id" : "must be the numeric Facebook app id") }
-        guard let secretNode = fields[secretKey] else {
-            throw ConfigError("\(node.key).\(secretKey)", "is required: the name of the environment variable holding the secret")
-        }
-        let variable = try secretNode.string()
-        guard let secret = environment[variable], !secret.isEmpty else {
-            throw ConfigError(secretNode.key, "environment variable \(variable) is not set (secrets come from the environment, never the file)")
+        guard
+            let (secret, source) = try secretSetting(
+                fields[secretKey], fields[secretFileKey], node: node, envKey: secretKey, baseDirectory: baseDirectory, environment: environment)
+        else {
+            throw ConfigError("\(node.key).\(secretKey)", "is required (or \(secretFileKey)): where the secret is, never the secret itself")
         }
         let baseURL = try fields[urlKey]?.url(allowLoopbackHTTP: devIdP) ?? (isGitHub ? "https://api.github.com" : "https://graph.facebook.com")
         let cacheSeconds = Double(try fields["cache_seconds"]?.int(in: 0...3600) ?? 60)
@@ -627,7 +631,7 @@ extension Configuration {
             name: name, kind: kind,
             settings: .opaque(
                 OpaqueProviderSettings(
-                    clientID: clientID, secret: secret, secretEnvironmentVariable: variable, baseURL: baseURL, cacheSeconds: cacheSeconds,
+                    clientID: clientID, secret: secret, secretSource: source, baseURL: baseURL, cacheSeconds: cacheSeconds,
                     inspectionLimits: limits)),
             devIdP: devIdP)
         if let block = fields["forward_auth"] { provider.forwardAuth = try parseForwardAuth(block) }
@@ -640,7 +644,8 @@ extension Configuration {
         name: String, node: ConfigNode, defaults: Configuration, baseDirectory: String, environment: [String: String]
     ) throws(ConfigError) -> ProviderConfiguration {
         let fields = try node.mapping(allowed: [
-            "kind", "app_id", "app_secret_env", "graph_url", "jwks_url", "jwks_file", "cache_seconds", "dev_idp", "replay", "nonce_required",
+            "kind", "app_id", "app_secret_env", "app_secret_file", "graph_url", "jwks_url", "jwks_file", "cache_seconds", "dev_idp", "replay",
+            "nonce_required",
             "forward_auth", "max_concurrent_inspections", "max_inspections_per_second",
         ])
         let devIdP = try fields["dev_idp"]?.bool() ?? false
@@ -663,16 +668,15 @@ extension Configuration {
         case (nil, nil): keys = .jwksURL(defaultJWKSURL(.facebookLimited)!)
         }
         var classic: OpaqueProviderSettings? = nil
-        if let secretNode = fields["app_secret_env"] {
-            let variable = try secretNode.string()
-            guard let secret = environment[variable], !secret.isEmpty else {
-                throw ConfigError(secretNode.key, "environment variable \(variable) is not set (secrets come from the environment, never the file)")
-            }
+        if let (secret, source) = try secretSetting(
+            fields["app_secret_env"], fields["app_secret_file"], node: node, envKey: "app_secret_env", baseDirectory: baseDirectory,
+            environment: environment)
+        {
             var limits = InspectionLimiter.Limits()
             if let value = fields["max_concurrent_inspections"] { limits.maximumConcurrent = try value.int(in: 1...1024) }
             if let value = fields["max_inspections_per_second"] { limits.maximumPerSecond = Double(try value.int(in: 1...100_000)) }
             classic = OpaqueProviderSettings(
-                clientID: appID, secret: secret, secretEnvironmentVariable: variable,
+                clientID: appID, secret: secret, secretSource: source,
                 baseURL: try fields["graph_url"]?.url(allowLoopbackHTTP: devIdP) ?? "https://graph.facebook.com",
                 cacheSeconds: Double(try fields["cache_seconds"]?.int(in: 0...3600) ?? 60), inspectionLimits: limits)
         } else {
@@ -684,6 +688,27 @@ extension Configuration {
         provider.replayOptOut = try (fields["replay"]?.bool()).map { !$0 } ?? false
         if let block = fields["forward_auth"] { provider.forwardAuth = try parseForwardAuth(block) }
         return provider
+    }
+
+    /// A secret named by `*_env` (read now) or `*_file` (read now and again when it changes), or nil when neither is set.
+    static func secretSetting(
+        _ env: ConfigNode?, _ file: ConfigNode?, node: ConfigNode, envKey: String, baseDirectory: String, environment: [String: String]
+    ) throws(ConfigError) -> (SecretValue, String)? {
+        switch (env, file) {
+        case (.some(let env), .some): throw ConfigError(env.key, "give \(envKey) or the _file form, not both")
+        case (.some(let env), nil):
+            let variable = try env.string()
+            guard let secret = environment[variable], !secret.isEmpty else {
+                throw ConfigError(
+                    env.key, "environment variable \(variable) is not set (secrets come from the environment or a file, never the config)")
+            }
+            return (SecretValue(secret), "env \(variable)")
+        case (nil, .some(let file)):
+            let path = try file.string()
+            let resolved = path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
+            return (try SecretValue(file: resolved, key: file.key), "file \(resolved)")
+        case (nil, nil): return nil
+        }
     }
 
     /// A provider's `forward_auth` block: header and cookie names are validated, claim headers checked for

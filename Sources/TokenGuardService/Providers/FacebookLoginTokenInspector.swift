@@ -18,7 +18,15 @@ package struct FacebookLoginTokenInspector: OpaqueTokenInspector {
 
     package static let maximumTokenLength = 1024
 
-    package init(providerName: String, appID: String, appSecret: String, graphURL: String = "https://graph.facebook.com", fetcher: any HTTPFetching) {
+    package init(
+        providerName: String, appID: String, appSecret: String, graphURL: String = "https://graph.facebook.com", fetcher: any HTTPFetching
+    ) {
+        self.init(providerName: providerName, appID: appID, appSecret: SecretValue(appSecret), graphURL: graphURL, fetcher: fetcher)
+    }
+
+    package init(
+        providerName: String, appID: String, appSecret: SecretValue, graphURL: String = "https://graph.facebook.com", fetcher: any HTTPFetching
+    ) {
         self.providerName = providerName
         app = OpaqueApp(id: appID, secret: appSecret, baseURL: graphURL, fetcher: fetcher)
     }

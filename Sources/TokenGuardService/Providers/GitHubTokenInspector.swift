@@ -17,7 +17,15 @@ package struct GitHubTokenInspector: OpaqueTokenInspector {
     /// GitHub tokens are at most 255 characters of `[A-Za-z0-9_]` (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_).
     package static let maximumTokenLength = 255
 
-    package init(providerName: String, clientID: String, clientSecret: String, apiURL: String = "https://api.github.com", fetcher: any HTTPFetching) {
+    package init(
+        providerName: String, clientID: String, clientSecret: String, apiURL: String = "https://api.github.com", fetcher: any HTTPFetching
+    ) {
+        self.init(providerName: providerName, clientID: clientID, clientSecret: SecretValue(clientSecret), apiURL: apiURL, fetcher: fetcher)
+    }
+
+    package init(
+        providerName: String, clientID: String, clientSecret: SecretValue, apiURL: String = "https://api.github.com", fetcher: any HTTPFetching
+    ) {
         self.providerName = providerName
         app = OpaqueApp(id: clientID, secret: clientSecret, baseURL: apiURL, fetcher: fetcher)
     }

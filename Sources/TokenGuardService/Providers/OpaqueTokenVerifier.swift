@@ -136,13 +136,15 @@ enum OpaqueTokenShape {
 /// trailing slash), and the HTTP client that reaches it.
 struct OpaqueApp: Sendable {
     let id: String
-    let secret: String
     let baseURL: String
     let fetcher: any HTTPFetching
+    private let secretValue: SecretValue
+    /// Read at each call: a secret from a file rotates without a restart.
+    var secret: String { secretValue.current }
 
-    init(id: String, secret: String, baseURL: String, fetcher: any HTTPFetching) {
+    init(id: String, secret: SecretValue, baseURL: String, fetcher: any HTTPFetching) {
         self.id = id
-        self.secret = secret
+        self.secretValue = secret
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.fetcher = fetcher
     }
