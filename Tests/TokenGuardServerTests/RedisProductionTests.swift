@@ -127,8 +127,19 @@ struct RedisProductionTests {
                 process.waitUntilExit()
             }
         }
-        // The replica has synchronised before traffic starts.
-        try await Task.sleep(for: .seconds(2))
+        // The replica has synchronised before traffic starts (polled: a loaded machine takes longer than a fixed wait).
+        for _ in 0..<150 {
+            let info = Process()
+            info.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+            info.arguments = ["-p", String(replica.port), "INFO", "replication"]
+            let output = Pipe()
+            info.standardOutput = output
+            info.standardError = FileHandle.nullDevice
+            try info.run()
+            info.waitUntilExit()
+            if String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("master_link_status:up") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
         let key = try SharedTestKeys.rsa()
         let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
         let list = sentinels.map { "\"127.0.0.1:\($0.1)\"" }.joined(separator: ", ")
@@ -142,8 +153,14 @@ struct RedisProductionTests {
             """)
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
-        let before = try body(key)
-        let first = try await server.post("/v1/verify", before)
+        // The first claim that a replica confirms (WAIT 1); a 503 before it is the store failing closed, never a pass.
+        var before = try body(key)
+        var first = try await server.post("/v1/verify", before)
+        for _ in 0..<50 where first.status == 503 {
+            try await Task.sleep(for: .milliseconds(200))
+            before = try body(key)
+            first = try await server.post("/v1/verify", before)
+        }
         #expect(first.status == 200, "\(String(decoding: first.body, as: UTF8.self))")
 
         master.signal(SIGKILL)
