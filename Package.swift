@@ -85,7 +85,7 @@ let package = Package(
         // The fleet replay store on Redis: the only Swift module that imports CHiredis.
         .target(
             name: "TokenGuardRedis",
-            dependencies: ["CHiredis", "TokenGuardService", "TokenGuardCore"],
+            dependencies: ["CHiredis", "TokenGuardService", "TokenGuardCore", "TokenGuardSync", .product(name: "Logging", package: "swift-log")],
             swiftSettings: memorySafeSettings
         ),
         // The HTTP API on Hummingbird 2: the only module that serves HTTP.

@@ -1,7 +1,9 @@
 import CHiredis
 import Foundation
+import Logging
 import TokenGuardCore
 import TokenGuardService
+import TokenGuardSync
 
 /// The fleet replay store on Redis through hiredis. An atomic script sets every key only if none exists, with
 /// `EXAT` expiry, so two replicas racing on one token accept it exactly once.
@@ -51,6 +53,32 @@ package final class RedisReplayStore: ReplayStore {
     }
 
     private let waitForReplica: Bool
+    private let logger = Logger(label: "tokenguard.replay")
+    /// Whether the last claim failed: the log says so once per outage (with Redis's own words, which the answer to the
+    /// caller does not carry), and once when it ends.
+    private let failing = Locked(false)
+
+    private func unavailable(_ detail: String) -> Result<Bool, VerificationError> {
+        if failing.withLock({ state in
+            defer { state = true }
+            return !state
+        }) {
+            logger.error(
+                "the replay store cannot answer; claims fail closed (503)",
+                metadata: ["redis": "\(client.endpoint.description)", "error": "\(detail)"])
+        }
+        return .failure(VerificationError(.replayStoreUnavailable, "the replay store cannot answer now", retryAfterSeconds: 2))
+    }
+
+    private func answered(_ accepted: Bool) -> Result<Bool, VerificationError> {
+        if failing.withLock({ state in
+            defer { state = false }
+            return state
+        }) {
+            logger.notice("the replay store answers again")
+        }
+        return .success(accepted)
+    }
 
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         var random = SystemRandomNumberGenerator()
@@ -62,21 +90,17 @@ package final class RedisReplayStore: ReplayStore {
             reply = replies.first ?? .failure("no reply")
             if reply == .integer(1) {
                 guard replies.count == 2, case .integer(let acknowledged) = replies[1], acknowledged >= 1 else {
-                    return .failure(
-                        VerificationError(
-                            .replayStoreUnavailable, "no replica confirmed the replay claim in time (WAIT 1): not counted", retryAfterSeconds: 2))
+                    return unavailable("no replica confirmed the replay claim in time (WAIT 1): not counted")
                 }
             }
         } else {
             reply = await client.command(arguments)
         }
         switch reply {
-        case .integer(1): return .success(true)
-        case .integer(0): return .success(false)
-        case .failure(let message):
-            return .failure(VerificationError(.replayStoreUnavailable, "the replay store (Redis) cannot answer: \(message)", retryAfterSeconds: 2))
-        default:
-            return .failure(VerificationError(.replayStoreUnavailable, "the replay store (Redis) answered unexpectedly", retryAfterSeconds: 2))
+        case .integer(1): return answered(true)
+        case .integer(0): return answered(false)
+        case .failure(let message): return unavailable(message)
+        default: return unavailable("unexpected reply to the claim script")
         }
     }
 
@@ -97,41 +121,29 @@ package struct RedisEndpoint: Sendable {
     package var port: Int
     package var user: String? = nil
     package var database: Int? = nil
-    package var password: @Sendable () -> String? = { nil }
+    /// The password, read at each new connection; `nil` from it means it cannot be read, and no connection is made
+    /// (never one without AUTH).
+    package var password: (@Sendable () -> String?)? = nil
     package var sentinels: [(host: String, port: Int)] = []
     package var masterName: String? = nil
+    /// Sent to each Sentinel before it is asked for the master (`requirepass` in sentinel.conf).
+    package var sentinelPassword: (@Sendable () -> String?)? = nil
 
     package init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
-    /// Parses `redis://[user@]host:port[/db]`; a password in the URL is refused (secrets never live in the file).
+    /// Parses `redis://[user@]host:port[/db]` strictly (`RedisURL`); a password in the URL is refused.
     package static func parse(_ url: String) throws -> RedisEndpoint {
-        guard url.hasPrefix("redis://") else { throw RedisError("a Redis URL must be redis://[USER@]HOST:PORT[/DB]") }
-        var rest = url.dropFirst("redis://".count)
-        var user: String? = nil
-        if let at = rest.firstIndex(of: "@") {
-            let userPart = rest[..<at]
-            guard !userPart.contains(":") else { throw RedisError("the Redis URL must not carry a password (use password_env or password_file)") }
-            guard !userPart.isEmpty, userPart.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw RedisError("bad user in the Redis URL") }
-            user = String(userPart)
-            rest = rest[rest.index(after: at)...]
+        switch RedisURL.parse(url) {
+        case .failure(let error): throw RedisError("the Redis URL \(error)")
+        case .success(let parsed):
+            var endpoint = RedisEndpoint(host: parsed.host, port: parsed.port)
+            endpoint.user = parsed.user
+            endpoint.database = parsed.database
+            return endpoint
         }
-        let authority = rest.prefix { $0 != "/" }
-        let path = rest.dropFirst(authority.count)
-        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port),
-            colon > authority.startIndex
-        else { throw RedisError("a Redis URL must be redis://[USER@]HOST:PORT[/DB]") }
-        var endpoint = RedisEndpoint(host: String(authority[..<colon]), port: port)
-        endpoint.user = user
-        if !path.isEmpty && path != "/" {
-            guard let database = Int(path.dropFirst()), (0...1023).contains(database) else {
-                throw RedisError("the Redis database index must be 0 to 1023")
-            }
-            endpoint.database = database
-        }
-        return endpoint
     }
 
     /// What `/readyz` and logs may show: never the password.
@@ -244,13 +256,10 @@ enum RedisReply: Sendable, Equatable {
         }
         _ = unsafe redisSetTimeout(fresh, commandTimeout)
         guard authenticate else { return unsafe .success(fresh) }
-        if let password = endpoint.password() {
-            let reply = unsafe send(fresh, (endpoint.user.map { ["AUTH", $0] } ?? ["AUTH"]) + [password])
-            guard reply == .status("OK") else {
+        if let source = endpoint.password {
+            if let error = unsafe self.authenticate(fresh, user: endpoint.user, password: source) {
                 unsafe redisFree(fresh)
-                // The reply names no secret ("WRONGPASS invalid username-password pair").
-                if case .failure(let message) = reply { return unsafe .failure(RedisError("authentication failed: \(message)")) }
-                return unsafe .failure(RedisError("authentication failed"))
+                return unsafe .failure(error)
             }
         }
         if let database = endpoint.database {
@@ -262,12 +271,26 @@ enum RedisReply: Sendable, Equatable {
         return unsafe .success(fresh)
     }
 
+    /// AUTH on a fresh connection, or why not. A password that cannot be read is a failure, never a connection
+    /// without AUTH.
+    private func authenticate(_ context: UnsafeMutablePointer<redisContext>, user: String?, password source: @Sendable () -> String?) -> RedisError? {
+        guard let password = source() else { return RedisError("the Redis password cannot be read") }
+        let reply = unsafe send(context, (user.map { ["AUTH", $0] } ?? ["AUTH"]) + [password])
+        guard reply == .status("OK") else {
+            // The reply names no secret ("WRONGPASS invalid username-password pair").
+            if case .failure(let message) = reply { return RedisError("authentication failed: \(message)") }
+            return RedisError("authentication failed")
+        }
+        return nil
+    }
+
     /// The master's address from the first Sentinel that knows it.
     private func masterAddress() -> Result<(String, Int), RedisError> {
         guard let name = endpoint.masterName else { return .failure(RedisError("sentinels need master_name")) }
         for sentinel in endpoint.sentinels {
             guard case .success(let context) = unsafe dial(sentinel.host, sentinel.port, authenticate: false) else { continue }
             defer { unsafe redisFree(context) }
+            if let source = endpoint.sentinelPassword, unsafe authenticate(context, user: nil, password: source) != nil { continue }
             if case .array(let parts) = unsafe send(context, ["SENTINEL", "get-master-addr-by-name", name]), parts.count == 2,
                 case .string(let host) = parts[0], case .string(let portText) = parts[1], let port = Int(portText), (1...65535).contains(port)
             {

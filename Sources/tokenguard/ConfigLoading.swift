@@ -61,20 +61,30 @@ enum ConfigLoading {
             throw ExitCodes.usage
         }
         guard let settings = configuration.redis, settings.url == url else { return endpoint }
-        switch settings.password {
-        case .environment(let name)?:
-            let value = ProcessInfo.processInfo.environment[name]
-            endpoint.password = { value }
-        case .file(let path)?:
-            endpoint.password = {
-                guard let data = FileManager.default.contents(atPath: path), data.count <= 4096 else { return nil }
-                return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
-            }
-        case nil: break
-        }
+        endpoint.password = try secretReader(settings.password, key: "redis.password_file")
+        endpoint.sentinelPassword = try secretReader(settings.sentinelPassword, key: "redis.sentinel_password_file")
         endpoint.sentinels = settings.sentinels
         endpoint.masterName = settings.masterName
         return endpoint
+    }
+
+    /// A Redis password as a reader: the variable's value (checked to be set when the config was read), or the file's
+    /// current content (`SecretValue`: read now — a config error when it cannot be — then re-read when it changes).
+    static func secretReader(_ password: RedisSettings.Password?, key: String) throws -> (@Sendable () -> String?)? {
+        switch password {
+        case .environment(let name)?:
+            let value = ProcessInfo.processInfo.environment[name]
+            return { value.flatMap { $0.isEmpty ? nil : $0 } }
+        case .file(let path)?:
+            do {
+                let secret = try SecretValue(file: path, key: key)
+                return { secret.current }
+            } catch {
+                Stderr.write("tokenguard: config error: \(error)\n")
+                throw ExitCodes.usage
+            }
+        case nil: return nil
+        }
     }
 
     /// The system's CA bundle with `extra` appended, in a private file of this process: libcurl takes one bundle, and

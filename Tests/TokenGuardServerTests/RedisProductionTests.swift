@@ -20,7 +20,7 @@ struct RedisProductionTests {
     func redisCLI(_ port: Int, _ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-        process.arguments = ["-p", String(port), "--user", "tg", "--pass", "first-secret-0123", "--no-auth-warning"] + arguments
+        process.arguments = ["-p", String(port), "--user", "admin", "--pass", "admin-secret-5555", "--no-auth-warning"] + arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -33,6 +33,7 @@ struct RedisProductionTests {
     func aclAndDatabase() async throws {
         let redis = try RedisServerProcess(extraArguments: [
             "--user", "default", "off", "--user", "tg", "on", ">first-secret-0123", "~*", "&*", "+@all",
+            "--user", "admin", "on", ">admin-secret-5555", "~*", "&*", "+@all",
         ])
         defer { redis.stop() }
         let workspace = try TempWorkspace()
@@ -70,9 +71,10 @@ struct RedisProductionTests {
         // A password Redis refuses: nothing is accepted (503), never a pass.
         _ = try workspace.write("redis-password", "wrong-secret-0000\n")
         _ = try redisCLI(redis.port, ["CLIENT", "KILL", "USER", "tg"])
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .milliseconds(1300))  // a secret file is looked at most once a second
+        _ = try redisCLI(redis.port, ["CLIENT", "KILL", "USER", "tg"])
         let refused = try await server.post("/v1/verify", try body(key))
-        #expect(refused.status == 503)
+        #expect(refused.status == 503, "\(server.log())")
         for secret in ["first-secret-0123", "second-secret-4567", "wrong-secret-0000"] { #expect(!server.log().contains(secret)) }
         let ready = String(decoding: try await server.get("/readyz").body, as: UTF8.self)
         #expect(!ready.contains("secret"))
@@ -84,8 +86,42 @@ struct RedisProductionTests {
             "redis: { url: \"redis://tg:pw@127.0.0.1:6379\" }\n", "redis: { url: \"redis://127.0.0.1:6379\", master_name: m }\n",
             "redis: { url: \"redis://127.0.0.1:6379\", sentinels: [\"127.0.0.1:26379\"] }\n", "redis: { url: \"http://x:1\" }\n",
             "redis: { url: \"redis://127.0.0.1:6379\", password_env: TG_NOT_SET_ANYWHERE }\n",
+            "redis: { url: \"redis://127.0.0.1:6379\", password_env: TG_EMPTY }\n",
+            "redis: { url: \"redis://127.0.0.1:6379\", sentinel_password_env: TG_SET }\n",
+            "redis: { url: \"redis://127.0.0.1:6379\", sentinels: [], master_name: m }\n",
+            "redis: { url: \"redis://127.0.0.1:6379\", sentinels: [\"127.0.0.1:+26379\"], master_name: m }\n",
+            "redis: { url: \"redis://127.0.0.1:6379\", password_file: /nonexistent/redis-password }\n",
+            "replay: { store: redis, redis_url: \"redis://127.0.0.1:6379/2\" }\n",
         ] {
-            #expect(throws: ConfigError.self, "\(yaml)") { try Configuration.parse(yaml: yaml, environment: [:]) }
+            #expect(throws: ConfigError.self, "\(yaml)") {
+                try Configuration.parse(yaml: yaml, environment: ["TG_EMPTY": "", "TG_SET": "x"])
+            }
+        }
+        // Every URL the config check passes is one hiredis can dial as written.
+        for url in [
+            "redis://tg@@127.0.0.1:6379", "redis://127.0.0.1:6379/+2", "redis://127.0.0.1:6379/-0", "redis://127.0.0.1:6379/1x", "redis://[::1:6379",
+            "redis://::1:6379", "redis://127.0.0.1:+6379", "redis://127.0.0.1:0", "redis://:6379", "redis://tg@:6379", "redis://host name:6379",
+            "redis://127.0.0.1:6379/1024", "redis://-host:6379", "redis://h%6Fst:6379", "redis://127.0.0.1:6379/0/1", "redis://t/g@host:1",
+        ] {
+            #expect(throws: ConfigError.self, "\(url)") { try Configuration.parse(yaml: "redis: { url: \"\(url)\" }\n", environment: [:]) }
+            #expect(throws: (any Error).self, "\(url)") { try RedisURL.parse(url).get() }
+        }
+        let v6 = try RedisURL.parse("redis://tg@[::1]:6380/7").get()
+        #expect(v6.host == "::1" && v6.port == 6380 && v6.user == "tg" && v6.database == 7)
+        let named = try RedisURL.parse("redis://redis-0.redis.tokenguard.svc:6379").get()
+        #expect(named.host == "redis-0.redis.tokenguard.svc" && named.database == nil && named.user == nil)
+    }
+
+    @Test("a password file that cannot be read, is empty or too large is a config error, never a connection without AUTH")
+    func unreadablePasswordFile() async throws {
+        let workspace = try TempWorkspace()
+        for (name, content) in [("empty", "\n"), ("large", String(repeating: "x", count: 5000))] {
+            let file = try workspace.write("pw-\(name)", content)
+            let config = try workspace.write(
+                "tg-\(name).yaml",
+                "listen: 127.0.0.1:0\nredis: { url: \"redis://127.0.0.1:1\", password_file: \"\(file)\" }\nreplay: { store: redis }\n")
+            let run = try BinaryRunner.run(["serve", "--config", config], timeout: 20)
+            #expect(run.status == 2 && run.stderr.contains("password_file"), "\(name): \(run.stderr)")
         }
     }
 
@@ -101,6 +137,7 @@ struct RedisProductionTests {
             sentinel down-after-milliseconds tg 1000
             sentinel failover-timeout tg 4000
             sentinel parallel-syncs tg 1
+            requirepass sentinel-secret-9876
 
             """)
         let process = Process()
@@ -146,12 +183,13 @@ struct RedisProductionTests {
         let config = try workspace.write(
             "tokenguard.yaml",
             """
-            redis: { url: "redis://127.0.0.1:\(master.port)", sentinels: [\(list)], master_name: tg }
+            redis: { url: "redis://127.0.0.1:\(master.port)", sentinels: [\(list)], master_name: tg, sentinel_password_env: TG_SENTINEL_PASSWORD }
             replay: { store: redis }
             providers:
               apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
             """)
-        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        let server = try await ServerProcess(
+            arguments: ["--config", config], environment: ["TG_SENTINEL_PASSWORD": "sentinel-secret-9876"], workspace: workspace)
         defer { server.stop() }
         // The first claim that a replica confirms (WAIT 1); a 503 before it is the store failing closed, never a pass.
         var before = try body(key)

@@ -60,9 +60,12 @@ package struct RedisSettings: Sendable, Equatable {
     /// `host:port` of each Sentinel; with them, `masterName` names the master to ask for.
     package var sentinels: [(host: String, port: Int)] = []
     package var masterName: String? = nil
+    /// What the Sentinels ask of clients (`requirepass` / an ACL user in sentinel.conf): they name the master, and the
+    /// master is given `password`, so they are trusted; authenticating to them keeps a stranger from answering.
+    package var sentinelPassword: Password? = nil
 
     package static func == (lhs: RedisSettings, rhs: RedisSettings) -> Bool {
-        lhs.url == rhs.url && lhs.password == rhs.password && lhs.masterName == rhs.masterName
+        lhs.url == rhs.url && lhs.password == rhs.password && lhs.masterName == rhs.masterName && lhs.sentinelPassword == rhs.sentinelPassword
             && lhs.sentinels.map { "\($0.host):\($0.port)" } == rhs.sentinels.map { "\($0.host):\($0.port)" }
     }
 }
@@ -295,40 +298,30 @@ extension Configuration {
             configuration.server = limits
         }
         if let redis = top["redis"] {
-            let fields = try redis.mapping(allowed: ["url", "password_env", "password_file", "sentinels", "master_name"])
+            let fields = try redis.mapping(allowed: [
+                "url", "password_env", "password_file", "sentinels", "master_name", "sentinel_password_env", "sentinel_password_file",
+            ])
             guard let urlNode = fields["url"] else { throw ConfigError("\(redis.key).url", "is required") }
             let url = try urlNode.string()
-            guard url.hasPrefix("redis://") else { throw ConfigError(urlNode.key, "must be redis://[USER@]HOST:PORT[/DB]") }
-            let authority = url.dropFirst("redis://".count).prefix { $0 != "/" }
-            // Secrets never live in the file (and the URL is shown by /readyz).
-            if let at = authority.lastIndex(of: "@"), authority[..<at].contains(":") {
-                throw ConfigError(urlNode.key, "must not carry a password: name it with password_env or password_file")
-            }
+            // Secrets never live in the file (and the URL is shown by /readyz); a URL hiredis cannot dial is refused here.
+            if case .failure(let error) = RedisURL.parse(url) { throw ConfigError(urlNode.key, error.description) }
             var settings = RedisSettings(url: url)
-            switch (fields["password_env"], fields["password_file"]) {
-            case (.some(let env), .some): throw ConfigError(env.key, "give password_env or password_file, not both")
-            case (.some(let env), nil):
-                let name = try env.string()
-                guard environment[name] != nil else { throw ConfigError(env.key, "environment variable \(name) is not set") }
-                settings.password = .environment(name)
-            case (nil, .some(let file)):
-                let path = try file.string()
-                let resolved = path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
-                guard FileManager.default.isReadableFile(atPath: resolved) else { throw ConfigError(file.key, "cannot read \(resolved)") }
-                settings.password = .file(resolved)
-            case (nil, nil): break
-            }
+            settings.password = try Self.redisPassword(
+                fields, env: "password_env", file: "password_file", environment: environment, baseDirectory: baseDirectory)
             if let sentinelsNode = fields["sentinels"] {
                 for entry in try sentinelsNode.stringList() {
-                    guard let colon = entry.lastIndex(of: ":"), let port = Int(entry[entry.index(after: colon)...]), (1...65535).contains(port),
-                        colon > entry.startIndex
-                    else { throw ConfigError(sentinelsNode.key, "each sentinel must be HOST:PORT") }
-                    settings.sentinels.append((String(entry[..<colon]), port))
+                    guard let (host, port) = RedisURL.hostPort(Substring(entry)) else {
+                        throw ConfigError(sentinelsNode.key, "each sentinel must be HOST:PORT ([IPv6]:PORT)")
+                    }
+                    settings.sentinels.append((host, port))
                 }
+                guard !settings.sentinels.isEmpty else { throw ConfigError(sentinelsNode.key, "must name at least one sentinel") }
                 guard let master = fields["master_name"] else { throw ConfigError("\(redis.key).master_name", "is required with sentinels") }
                 settings.masterName = try master.string()
-            } else if let master = fields["master_name"] {
-                throw ConfigError(master.key, "only applies with sentinels")
+                settings.sentinelPassword = try Self.redisPassword(
+                    fields, env: "sentinel_password_env", file: "sentinel_password_file", environment: environment, baseDirectory: baseDirectory)
+            } else if let stray = fields["master_name"] ?? fields["sentinel_password_env"] ?? fields["sentinel_password_file"] {
+                throw ConfigError(stray.key, "only applies with sentinels")
             }
             configuration.redis = settings
         }
@@ -365,14 +358,15 @@ extension Configuration {
                     break
                 }
                 let url = try urlNode.string()
-                guard url.hasPrefix("redis://"), url.dropFirst(8).contains(":") else {
-                    throw ConfigError(urlNode.key, "must be redis://HOST:PORT")
-                }
-                // Secrets never live in the file (and this URL is shown by /readyz): no user or password here.
+                // Secrets never live in the file (and this URL is shown by /readyz): no user or password here; users and
+                // database indexes belong to the redis: block.
                 guard !url.contains("@") else { throw ConfigError(urlNode.key, "must not carry a user or password: redis://HOST:PORT") }
-                // A database index would be silently ignored by the store: refuse it rather than share db 0 unknowingly.
-                let path = url.dropFirst("redis://".count).drop { $0 != "/" }
-                guard path.isEmpty || path == "/" else { throw ConfigError(urlNode.key, "a database index is not supported: redis://HOST:PORT") }
+                switch RedisURL.parse(url) {
+                case .failure(let error): throw ConfigError(urlNode.key, error.description)
+                case .success(let parsed) where parsed.database != nil:
+                    throw ConfigError(urlNode.key, "a database index is not supported here (use the redis: block): redis://HOST:PORT")
+                case .success: break
+                }
                 if let maximum = fields["max_entries"] { throw ConfigError(maximum.key, "only applies to store: memory") }
                 configuration.replay = ReplaySettings(store: .redis(url: url))
             case let other:
@@ -417,6 +411,25 @@ extension Configuration {
         }
         guard !domains.isEmpty || !guids.isEmpty else { throw ConfigError(key, "must not be empty") }
         return (.list(guids), domains)
+    }
+
+    /// A Redis password from `env` (set and not empty now) or `file` (readable now), or none.
+    static func redisPassword(
+        _ fields: [String: ConfigNode], env: String, file: String, environment: [String: String], baseDirectory: String
+    ) throws(ConfigError) -> RedisSettings.Password? {
+        switch (fields[env], fields[file]) {
+        case (.some(let envNode), .some): throw ConfigError(envNode.key, "give \(env) or \(file), not both")
+        case (.some(let envNode), nil):
+            let name = try envNode.string()
+            guard let value = environment[name], !value.isEmpty else { throw ConfigError(envNode.key, "environment variable \(name) is not set") }
+            return .environment(name)
+        case (nil, .some(let fileNode)):
+            let path = try fileNode.string()
+            let resolved = path.hasPrefix("/") ? path : "\(baseDirectory)/\(path)"
+            guard FileManager.default.isReadableFile(atPath: resolved) else { throw ConfigError(fileNode.key, "cannot read \(resolved)") }
+            return .file(resolved)
+        case (nil, nil): return nil
+        }
     }
 
     package static func validatedListen(_ value: String, key: String) throws(ConfigError) -> String {

@@ -34,11 +34,11 @@ package final class RevocationGuard: Sendable {
     /// snapshot every valid verdict becomes `revocation_store_unavailable`. Rejections pass through unchanged.
     package func check(_ result: VerificationResult) -> VerificationResult {
         guard case .success(let verdict) = result else { return result }
-        let (set, readAt, lastError) = state.withLock { ($0.set, $0.readAt, $0.lastError) }
+        let (set, readAt) = state.withLock { ($0.set, $0.readAt) }
         guard let readAt, clock.now - readAt <= maximumStaleness else {
             return .failure(
                 VerificationError(
-                    .revocationStoreUnavailable, "revocations could not be read for over \(Int(maximumStaleness)) s: \(lastError ?? "not read yet")",
+                    .revocationStoreUnavailable, "revocations could not be read for over \(Int(maximumStaleness)) s",
                     retryAfterSeconds: 1))
         }
         if let error = set.check(verdict) {
