@@ -127,6 +127,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Benchmarks/bench",
             swiftSettings: strictSettings

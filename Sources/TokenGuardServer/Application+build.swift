@@ -13,9 +13,10 @@ import TokenGuardService
 ///   - host, port: where to listen (default 127.0.0.1:8080).
 ///   - prometheus: the registry `/metrics` renders (the one bootstrapped into swift-metrics).
 ///   - extraServices: more services to run in the same group (an embedded dev IdP).
+///   - drain: the stop-signal watcher whose state `/readyz` reports (`serve` runs it beside the application).
 package func buildApplication(
     registry: VerifierRegistry, kinds: [String: ProviderKind], host: String, port: Int, settings: ServerLimits = ServerLimits(),
-    prometheus: PrometheusCollectorRegistry?, logger: Logger, extraServices: [any Service] = [],
+    prometheus: PrometheusCollectorRegistry?, logger: Logger, extraServices: [any Service] = [], drain: ShutdownDrain? = nil,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let router = Router(context: TokenGuardRequestContext.self)
@@ -28,7 +29,7 @@ package func buildApplication(
             "/readyz": [.get, .head], "/metrics": [.get, .head], "/v1/revocations": [.get, .head, .post, .delete],
         ]))
     VerifyRoutes(registry: registry, settings: settings).register(on: router)
-    StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings).register(on: router)
+    StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings, drain: drain).register(on: router)
     RevocationRoutes(registry: registry, settings: settings, kinds: kinds, logger: logger).register(on: router)
     var application = Application(
         router: router,

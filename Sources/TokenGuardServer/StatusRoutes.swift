@@ -9,6 +9,8 @@ struct StatusRoutes: Sendable {
     let kinds: [String: ProviderKind]
     let prometheus: PrometheusCollectorRegistry?
     let settings: ServerLimits
+    /// Set once a stop signal came: `/readyz` is 503 from then on.
+    let drain: ShutdownDrain?
 
     func register(on router: Router<TokenGuardRequestContext>) {
         router.get("/healthz") { _, _ in JSONResponse.make(.object(JSONObject([("status", .string("ok"))]))) }
@@ -86,6 +88,11 @@ struct StatusRoutes: Sendable {
             providers.set(name, .object(entry))
         }
         var body = JSONObject([("ready", .bool(ready)), ("providers", .object(providers))])
+        if let drain, drain.isDraining {
+            ready = false
+            body.set("ready", .bool(false))
+            body.set("draining", .bool(true))
+        }
         if let revocations = registry.revocations {
             let fresh = revocations.isFresh
             ready = ready && fresh

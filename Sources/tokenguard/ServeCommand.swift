@@ -19,7 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
             With no --config and no TOKENGUARD_CONFIG, serves Apple, Facebook Limited Login and Microsoft on built-in \
             defaults (audiences from TOKENGUARD_APPLE_AUDIENCES, TOKENGUARD_FACEBOOK_LIMITED_AUDIENCES, \
             TOKENGUARD_MICROSOFT_AUDIENCES). --demo runs an embedded developer IdP on loopback, trusts it, and prints \
-            a ready-to-paste curl command. SIGTERM or SIGINT stops accepting, finishes in-flight requests, exits 0.
+            a ready-to-paste curl command. SIGTERM or SIGINT stops accepting, finishes in-flight requests, exits 0;
+            with server.shutdown_grace_seconds, /readyz first answers 503 that long while requests are still served.
             """
     )
 
@@ -88,14 +89,21 @@ struct ServeCommand: AsyncParsableCommand {
         let kinds = Dictionary(uniqueKeysWithValues: configuration.providers.map { ($0.name, $0.kind) })
         let minter = demoMinter
         let idpPort = demoIdPPort
+        let drain = ShutdownDrain(graceSeconds: configuration.server.shutdownGraceSeconds, logger: logger)
         let app = buildApplication(
             registry: registry, kinds: kinds, host: host, port: port, settings: configuration.server, prometheus: prometheus, logger: logger,
-            extraServices: extraServices,
+            extraServices: extraServices, drain: drain,
             onServerRunning: { boundPort in
                 logger.notice("tokenguard \(TokenGuardVersion.string) listening on \(host):\(boundPort)")
                 if let minter { DemoConfiguration.printTryIt(minter: minter, host: host, port: boundPort, idpPort: idpPort) }
             })
-        try await app.runService()
+        // The drain watches the stop signals (the group none): it returns after the grace period, and its return
+        // starts the group's graceful shutdown.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: app), .init(service: drain, successTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [], logger: logger))
+        try await group.run()
     }
 }
 

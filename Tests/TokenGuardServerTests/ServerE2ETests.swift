@@ -228,6 +228,49 @@ struct ServerE2ETests {
         #expect(status == 0, "exit status \(String(describing: status)); log: \(server.log().suffix(2000))")
     }
 
+    @Test("shutdown_grace_seconds: after SIGTERM /readyz is 503 while verification still answers, then the server exits 0")
+    func drainBeforeStopping() async throws {
+        let setup = try await start(extraConfig: "server: { shutdown_grace_seconds: 2 }")
+        defer { setup.server.stop() }
+        let server = setup.server
+        func verify() async throws -> Int {
+            let raw = "drain-\(UUID().uuidString)"
+            let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: raw))
+            return try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(raw)\"}").status
+        }
+        #expect(try await server.get("/readyz").status == 200)
+        #expect(try await verify() == 200)
+        let signalledAt = Date()
+        kill(server.process.processIdentifier, SIGTERM)
+        var sawDraining = false
+        for _ in 0..<20 where !sawDraining {
+            let ready = try await server.get("/readyz")
+            sawDraining = ready.status == 503 && String(decoding: ready.body, as: UTF8.self).contains("\"draining\":true")
+            if !sawDraining { try await Task.sleep(for: .milliseconds(25)) }
+        }
+        #expect(sawDraining)
+        #expect(try await verify() == 200, "still serving during the grace period")
+        #expect(try await server.get("/healthz").status == 200)
+        // No second signal (that would end the grace period): wait for the exit.
+        for _ in 0..<400 where server.process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!server.process.isRunning && server.process.terminationStatus == 0, "\(server.log().suffix(2000))")
+        #expect(Date().timeIntervalSince(signalledAt) >= 1.9, "exited before the grace period ended")
+    }
+
+    @Test("shutdown_grace_seconds: a second signal ends the grace period early")
+    func secondSignalEndsGrace() async throws {
+        let setup = try await start(extraConfig: "server: { shutdown_grace_seconds: 60 }")
+        defer { setup.server.stop() }
+        let server = setup.server
+        let signalledAt = Date()
+        kill(server.process.processIdentifier, SIGTERM)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await server.get("/readyz").status == 503)
+        let status = await Task.detached { server.terminate(timeout: 20) }.value
+        #expect(status == 0)
+        #expect(Date().timeIntervalSince(signalledAt) < 30)
+    }
+
     @Test("no config file: built-in defaults for the real providers; config errors exit 2")
     func defaultsAndConfigErrors() throws {
         let workspace = try TempWorkspace()

@@ -95,6 +95,9 @@ package struct ServerLimits: Sendable, Equatable {
     package var requestTimeoutSeconds = 15
     /// Idle or trickling connections are closed after this long (default 30 s).
     package var idleTimeoutSeconds = 30
+    /// After SIGTERM, how long `/readyz` answers 503 while every request is still served, so a load balancer stops
+    /// sending before the server stops accepting (default 0: stop accepting at once). Then in-flight requests finish.
+    package var shutdownGraceSeconds = 0
     /// Where the caller keys come from (`caller_keys_env` / `caller_keys_file`) and the config key that named it.
     /// Only `serve` loads them (``loadCallerKeys(environment:)``): `verify` and `batch` need no caller keys.
     package var callerKeysSource: (source: CallerKeys.Source, key: String)? = nil
@@ -118,7 +121,8 @@ package struct ServerLimits: Sendable, Equatable {
     package static func == (lhs: ServerLimits, rhs: ServerLimits) -> Bool {
         lhs.maximumVerifyBodyBytes == rhs.maximumVerifyBodyBytes && lhs.maximumBatchBodyBytes == rhs.maximumBatchBodyBytes
             && lhs.maximumBatchItems == rhs.maximumBatchItems && lhs.requestTimeoutSeconds == rhs.requestTimeoutSeconds
-            && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.callerKeysSource?.source == rhs.callerKeysSource?.source
+            && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.shutdownGraceSeconds == rhs.shutdownGraceSeconds
+            && lhs.callerKeysSource?.source == rhs.callerKeysSource?.source
             && lhs.adminKeysSource?.source == rhs.adminKeysSource?.source
             && lhs.retryAfterSeconds == rhs.retryAfterSeconds
     }
@@ -269,7 +273,7 @@ extension Configuration {
         if let server = top["server"] {
             let fields = try server.mapping(allowed: [
                 "max_verify_body_bytes", "max_batch_body_bytes", "max_batch_items", "request_timeout_seconds", "idle_timeout_seconds",
-                "caller_keys_env", "caller_keys_file", "admin_keys_env", "admin_keys_file",
+                "shutdown_grace_seconds", "caller_keys_env", "caller_keys_file", "admin_keys_env", "admin_keys_file",
             ])
             var limits = ServerLimits()
             if let value = fields["max_verify_body_bytes"] { limits.maximumVerifyBodyBytes = try value.int(in: 1024...(16 << 20)) }
@@ -277,6 +281,7 @@ extension Configuration {
             if let value = fields["max_batch_items"] { limits.maximumBatchItems = try value.int(in: 1...100_000) }
             if let value = fields["request_timeout_seconds"] { limits.requestTimeoutSeconds = try value.int(in: 1...600) }
             if let value = fields["idle_timeout_seconds"] { limits.idleTimeoutSeconds = try value.int(in: 1...3600) }
+            if let value = fields["shutdown_grace_seconds"] { limits.shutdownGraceSeconds = try value.int(in: 0...300) }
             switch (fields["caller_keys_env"], fields["caller_keys_file"]) {
             case (.some(let env), .some): throw ConfigError(env.key, "give caller_keys_env or caller_keys_file, not both")
             case (.some(let env), nil):
