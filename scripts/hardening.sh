@@ -18,6 +18,7 @@ stage "OpenAPI against the live server (schemathesis)" 900 env TOKENGUARD_BIN=.b
 stage "fuzz every target (20 s each)" 1200 bash scripts/fuzz.sh --all 20
 stage "benchmark (--quick)" 1200 swift run -c release bench --quick --json .build/bench-quick.json
 stage "soak (90 s)" 600 bash scripts/soak.sh 90
+stage "fleet: namespaces, HAProxy, faults (8 s per scenario)" 900 env CI="${CI:-}" bash scripts/fleet-test.sh 8
 stage "abuse (10 s per scenario)" 600 bash scripts/abuse.sh 10
 stage "AddressSanitizer (optimised build)" 1800 bash scripts/sanitize.sh address
 stage "ThreadSanitizer (debug build)" 1800 bash scripts/sanitize.sh thread

@@ -7,6 +7,8 @@ import TokenGuardTestSupport
 ///                                          keys, fails, goes slow and comes back; every verdict checked
 ///   stress abuse [SECONDS] [--json FILE]   slow bodies, idle connections, maximal batches, nested JSON, each
 ///                                          with the p99 of a well-behaved client alongside
+///   stress fleet [SECONDS] [--json FILE]   the fleet scenarios, SECONDS each (run by scripts/fleet-test.sh, which
+///                                          builds the network namespaces)
 ///
 /// Exit status 0 when every check held, 1 when one did not, 2 on a usage or setup error.
 
@@ -24,8 +26,11 @@ do {
     switch mode {
     case "soak": report = try await Soak.run(seconds: seconds ?? 600)
     case "abuse": report = try await Abuse.run(secondsPerScenario: seconds ?? 15)
+    case "fleet": report = try await Fleet.run(secondsPerScenario: seconds ?? 10)
     default:
-        say("usage: stress soak [SECONDS] [--json FILE] | stress abuse [SECONDS_PER_SCENARIO] [--json FILE]")
+        say(
+            "usage: stress soak [SECONDS] [--json FILE] | stress abuse [SECONDS_PER_SCENARIO] [--json FILE] | stress fleet [SECONDS_PER_SCENARIO] [--json FILE]"
+        )
         exit(2)
     }
     if let jsonPath { try Data(report.json.utf8).write(to: URL(fileURLWithPath: jsonPath)) }

@@ -300,7 +300,26 @@ enum RedisReply: Sendable, Equatable {
         return .failure(RedisError("no sentinel names a master for \(name)"))
     }
 
+    /// After a failed dial, no new one before this (monotonic seconds): while Redis is unreachable, a request fails at
+    /// once instead of each waiting out a connect timeout (a silently dropping network would stack them up).
+    private var noDialBefore: Double = 0
+    static let redialPauseSeconds = 0.25
+
     private func connect() -> RedisError? {
+        let now = Self.monotonicSeconds()
+        guard now >= noDialBefore else { return RedisError("Redis was unreachable moments ago; trying again shortly") }
+        let failure = dialMaster()
+        if failure != nil { noDialBefore = Self.monotonicSeconds() + Self.redialPauseSeconds }
+        return failure
+    }
+
+    static func monotonicSeconds() -> Double {
+        var now = timespec()
+        unsafe clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    private func dialMaster() -> RedisError? {
         var host = endpoint.host
         var port = endpoint.port
         if !endpoint.sentinels.isEmpty {
