@@ -16,7 +16,7 @@ import json, os, re, sys
 dump = json.load(open(".build/package-dump.json"))
 # Product name -> module names it provides (products of dependencies are named as they are imported, except these).
 module_of_product = {"GRDB": "GRDB", "Yams": "Yams", "Logging": "Logging", "Metrics": "Metrics", "MetricsTestKit": "MetricsTestKit",
-                     "Hummingbird": "Hummingbird", "ServiceLifecycle": "ServiceLifecycle", "Prometheus": "Prometheus",
+                     "Hummingbird": "Hummingbird", "ServiceLifecycle": "ServiceLifecycle", "UnixSignals": "UnixSignals", "Prometheus": "Prometheus",
                      "ArgumentParser": "ArgumentParser", "JWTKit": "JWTKit", "NIOCore": "NIOCore"}
 # Modules that come with the toolchain (no declaration needed).
 toolchain = {"Foundation", "FoundationEssentials", "Dispatch", "Glibc", "Darwin", "Synchronization", "Testing", "XCTest", "_Concurrency"}
