@@ -300,16 +300,18 @@ enum RedisReply: Sendable, Equatable {
         return .failure(RedisError("no sentinel names a master for \(name)"))
     }
 
-    /// After a failed dial, no new one before this (monotonic seconds): while Redis is unreachable, a request fails at
-    /// once instead of each waiting out a connect timeout (a silently dropping network would stack them up).
+    /// After a dial that failed slowly (a connect timeout: packets silently dropped), no new one before this
+    /// (monotonic seconds): meanwhile a request fails at once instead of each waiting out the timeout in turn. A
+    /// refused connection fails fast by itself and pauses nothing, so a restarted Redis is used at once.
     private var noDialBefore: Double = 0
     static let redialPauseSeconds = 0.25
 
     private func connect() -> RedisError? {
-        let now = Self.monotonicSeconds()
-        guard now >= noDialBefore else { return RedisError("Redis was unreachable moments ago; trying again shortly") }
+        let started = Self.monotonicSeconds()
+        guard started >= noDialBefore else { return RedisError("Redis did not answer a connection moments ago; trying again shortly") }
         let failure = dialMaster()
-        if failure != nil { noDialBefore = Self.monotonicSeconds() + Self.redialPauseSeconds }
+        let finished = Self.monotonicSeconds()
+        if failure != nil && finished - started > 0.1 { noDialBefore = finished + Self.redialPauseSeconds }
         return failure
     }
 

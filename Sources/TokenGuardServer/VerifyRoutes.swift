@@ -51,9 +51,10 @@ struct VerifyRoutes: Sendable {
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
         switch result {
-        case .success:
+        case .success(let valid):
+            guard let explanation else { return JSONResponse.make(bytes: valid.jsonBytes) }
             var verdict = result.json(provider: item.provider)
-            if let explanation { verdict.set("checks", explanation.json) }
+            verdict.set("checks", explanation.json)
             return JSONResponse.make(.object(verdict))
         case .failure(let error):
             switch error.code {

@@ -1,3 +1,5 @@
+import TokenGuardSync
+
 /// A token that verified: the contract's verdict fields, plus every payload claim.
 public struct Verdict: Sendable, Equatable {
     public let provider: String
@@ -17,7 +19,10 @@ public struct Verdict: Sendable, Equatable {
     public let claims: JSONObject
     /// Provider-specific verdict fields, written before `claims` (Apple's `is_private_email` and `real_user_status`,
     /// a `facebook` provider's `login`).
-    public var extra = JSONObject()
+    public var extra = JSONObject() { didSet { encoding = EncodedVerdict() } }
+    /// The JSON text, written once and shared by every copy (a cached verdict is served many times); a change to
+    /// `extra` starts a new one.
+    private var encoding = EncodedVerdict()
 
     public init(
         provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
@@ -36,6 +41,9 @@ public struct Verdict: Sendable, Equatable {
         self.tenantID = tenantID
         self.claims = claims
     }
+
+    /// ``json`` as compact JSON bytes, written on first use.
+    public var jsonBytes: [UInt8] { encoding.bytes { JSONWriter.bytes(.object(json)) } }
 
     /// The verdict as the contract's JSON object.
     public var json: JSONObject {
@@ -79,4 +87,18 @@ extension Result where Success == Verdict, Failure == VerificationError {
         case .failure(let error): error.json(provider: provider)
         }
     }
+}
+
+/// A verdict's JSON text, once written. Not part of what a verdict is: equal verdicts compare equal either way.
+final class EncodedVerdict: Sendable, Equatable {
+    private let written = Locked<[UInt8]?>(nil)
+
+    func bytes(_ write: () -> [UInt8]) -> [UInt8] {
+        if let bytes = written.withLock({ $0 }) { return bytes }
+        let bytes = write()
+        written.withLock { $0 = bytes }
+        return bytes
+    }
+
+    static func == (lhs: EncodedVerdict, rhs: EncodedVerdict) -> Bool { true }
 }

@@ -197,7 +197,8 @@ package struct VerifierRegistry: Sendable {
     ) async -> (result: VerificationResult, explanation: Explanation?) {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
         let kind = kinds[provider]
-        let looksLikeJWS = token.utf8.count { $0 == UInt8(ascii: ".") } == 2
+        // Only the Facebook kinds route by shape; the others do not pay for the scan.
+        var looksLikeJWS: Bool { token.utf8.count { $0 == UInt8(ascii: ".") } == 2 }
         if kind == .facebookLimited && !looksLikeJWS && !token.isEmpty {
             return (
                 .failure(
