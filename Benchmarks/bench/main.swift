@@ -3,7 +3,7 @@
 // In one run, on identical tokens: the raw OpenSSL verify rate (the limit); tokenguard's full verification per
 // algorithm on one thread and on every core; jwt-kit and libjwt on the same tokens; verified-token cache hits;
 // rejection costs; the real HTTP server under load; the batch pipeline's throughput and peak memory.
-// Targets are printed as ratios beside the figures, never asserted. `--profile ALG [--iterations N]` runs a bare
+// Targets are printed as ratios beside the figures, never asserted. `--profile ALG[-cached] [--iterations N]` runs a bare
 // verification loop for `perf record`. (The valgrind loop is the `leakloop` target.)
 import Foundation
 import TokenGuardCore
@@ -17,11 +17,15 @@ func option(_ name: String) -> String? {
 }
 
 do {
-    if let name = option("--profile"), let fixture = try Fixture.all().first(where: { $0.name == name }) {
-        // A bare verification loop for `perf record`.
+    if let name = option("--profile"), let fixture = try Fixture.all().first(where: { $0.name == name.replacingOccurrences(of: "-cached", with: "") })
+    {
+        // A bare verification loop for `perf record` (`RS256-cached`: verified-token cache hits).
+        let verifier =
+            name.hasSuffix("-cached")
+            ? TokenVerifier(policy: fixture.verifier.policy, keySource: fixture.verifier.keySource, cache: VerifiedTokenCache()) : fixture.verifier
         var valid = 0
         for _ in 0..<(option("--iterations").flatMap(Int.init) ?? 200_000) {
-            if case .success = fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { valid += 1 }
+            if case .success = verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { valid += 1 }
         }
         print("profile loop: \(valid) valid")
     } else if let config = option("--serve-child"), let port = arguments.last.flatMap(Int.init) {

@@ -5,6 +5,16 @@ public enum ConstantTime {
     ///
     /// Lengths are compared first; that leaks only the length, which for a SHA-256 hex nonce is public.
     public static func equals<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
+        // Contiguous bytes (a native String's UTF-8, an array) are compared in place, without copies.
+        if let inPlace = a.withContiguousStorageIfAvailable({ left in
+            b.withContiguousStorageIfAvailable { right in
+                guard left.count == right.count else { return false }
+                guard let l = left.baseAddress, let r = right.baseAddress, left.count > 0 else { return true }
+                return unsafe CRYPTO_memcmp(l, r, left.count) == 0
+            }
+        }), let result = inPlace {
+            return result
+        }
         let left = Array(a)
         let right = Array(b)
         guard left.count == right.count else { return false }

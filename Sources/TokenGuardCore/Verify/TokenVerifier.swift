@@ -32,9 +32,11 @@ public struct TokenVerifier: Sendable {
     ///     published now are used.
     public func verify(token: String, nonce: String?, at now: Int64, historical: Bool = false) -> VerificationResult {
         do {
-            // Bytes first: nothing outside the compact JWS alphabet reaches the cache, a store or a key lookup.
-            try checkBytes(token)
+            // The size first. A cache hit is byte-for-byte a token that passed every check (its alphabet too), so the
+            // alphabet is checked after the lookup; nothing outside it reaches a parser, a store or a key lookup.
+            if token.utf8.count > policy.maxTokenBytes { try checkBytes(token) }
             if !historical, let cache, let hit = try cachedVerdict(cache, token: token, nonce: nonce, now: now) { return .success(hit) }
+            try checkBytes(token)
             let jws = try parse(token)
             let alg = try checkAlgorithm(jws.header)
             let keys = try (historical ? keySource.historicalKeys() : keySource.currentKeys()).get()

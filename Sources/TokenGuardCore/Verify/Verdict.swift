@@ -1,22 +1,59 @@
 import TokenGuardSync
 
 /// A token that verified: the contract's verdict fields, plus every payload claim.
+///
+/// The fields live in one shared, immutable object: a verdict served from the verified-token cache is copied with a
+/// few reference-count operations, not one per field.
 public struct Verdict: Sendable, Equatable {
-    public let provider: String
-    public let subject: String
-    public let userID: String
-    public let issuer: String
+    private final class Fields: Sendable {
+        let provider: String
+        let subject: String
+        let userID: String
+        let issuer: String
+        let audience: String
+        let expiresAt: Int64?
+        let issuedAt: Int64?
+        let keyID: String?
+        let email: String?
+        let emailVerified: Bool
+        let tenantID: String?
+        let claims: JSONObject
+
+        init(
+            provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?, issuedAt: Int64?,
+            keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: JSONObject
+        ) {
+            self.provider = provider
+            self.subject = subject
+            self.userID = userID
+            self.issuer = issuer
+            self.audience = audience
+            self.expiresAt = expiresAt
+            self.issuedAt = issuedAt
+            self.keyID = keyID
+            self.email = email
+            self.emailVerified = emailVerified
+            self.tenantID = tenantID
+            self.claims = claims
+        }
+    }
+
+    private let fields: Fields
+    public var provider: String { fields.provider }
+    public var subject: String { fields.subject }
+    public var userID: String { fields.userID }
+    public var issuer: String { fields.issuer }
     /// The configured audience the token matched.
-    public let audience: String
+    public var audience: String { fields.audience }
     /// nil for an opaque token its provider gives no expiry for (a GitHub OAuth app token).
-    public let expiresAt: Int64?
-    public let issuedAt: Int64?
-    public let keyID: String?
-    public let email: String?
+    public var expiresAt: Int64? { fields.expiresAt }
+    public var issuedAt: Int64? { fields.issuedAt }
+    public var keyID: String? { fields.keyID }
+    public var email: String? { fields.email }
     /// Normalised to a boolean: Apple sent the string `"true"` before 2024; absent means false.
-    public let emailVerified: Bool
-    public let tenantID: String?
-    public let claims: JSONObject
+    public var emailVerified: Bool { fields.emailVerified }
+    public var tenantID: String? { fields.tenantID }
+    public var claims: JSONObject { fields.claims }
     /// Provider-specific verdict fields, written before `claims` (Apple's `is_private_email` and `real_user_status`,
     /// a `facebook` provider's `login`).
     public var extra = JSONObject() { didSet { encoding = EncodedVerdict() } }
@@ -28,18 +65,16 @@ public struct Verdict: Sendable, Equatable {
         provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
         issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: JSONObject
     ) {
-        self.provider = provider
-        self.subject = subject
-        self.userID = userID
-        self.issuer = issuer
-        self.audience = audience
-        self.expiresAt = expiresAt
-        self.issuedAt = issuedAt
-        self.keyID = keyID
-        self.email = email
-        self.emailVerified = emailVerified
-        self.tenantID = tenantID
-        self.claims = claims
+        fields = Fields(
+            provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt, issuedAt: issuedAt,
+            keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims)
+    }
+
+    public static func == (lhs: Verdict, rhs: Verdict) -> Bool {
+        lhs.provider == rhs.provider && lhs.subject == rhs.subject && lhs.userID == rhs.userID && lhs.issuer == rhs.issuer
+            && lhs.audience == rhs.audience && lhs.expiresAt == rhs.expiresAt && lhs.issuedAt == rhs.issuedAt && lhs.keyID == rhs.keyID
+            && lhs.email == rhs.email && lhs.emailVerified == rhs.emailVerified && lhs.tenantID == rhs.tenantID && lhs.claims == rhs.claims
+            && lhs.extra == rhs.extra
     }
 
     /// ``json`` as compact JSON bytes, written on first use.
@@ -89,8 +124,8 @@ extension Result where Success == Verdict, Failure == VerificationError {
     }
 }
 
-/// A verdict's JSON text, once written. Not part of what a verdict is: equal verdicts compare equal either way.
-final class EncodedVerdict: Sendable, Equatable {
+/// A verdict's JSON text, once written.
+final class EncodedVerdict: Sendable {
     private let written = Locked<[UInt8]?>(nil)
 
     func bytes(_ write: () -> [UInt8]) -> [UInt8] {
@@ -99,6 +134,4 @@ final class EncodedVerdict: Sendable, Equatable {
         written.withLock { $0 = bytes }
         return bytes
     }
-
-    static func == (lhs: EncodedVerdict, rhs: EncodedVerdict) -> Bool { true }
 }

@@ -13,7 +13,8 @@ import TokenGuardSync
 /// - Not used for verification at a past time (`at`).
 /// - Sharded (16 ways) so concurrent cores rarely contend for a lock.
 public final class VerifiedTokenCache: Sendable {
-    struct Entry {
+    /// Immutable, and a class: a hit hands it out with one reference-count operation.
+    final class Entry: Sendable {
         let verdict: Verdict
         let keyThumbprint: String
         let nonceClaim: String?
@@ -21,6 +22,14 @@ public final class VerifiedTokenCache: Sendable {
         /// The raw nonce this token was verified with: a hit with the same raw nonce needs no new hash. Kept
         /// in memory only, like the token itself.
         let verifiedRawNonce: String?
+
+        init(verdict: Verdict, keyThumbprint: String, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
+            self.verdict = verdict
+            self.keyThumbprint = keyThumbprint
+            self.nonceClaim = nonceClaim
+            self.expiresAt = expiresAt
+            self.verifiedRawNonce = verifiedRawNonce
+        }
     }
 
     /// The dictionary key: the whole token, compared exactly; hashed over its length and last 32 bytes (the end
@@ -30,8 +39,13 @@ public final class VerifiedTokenCache: Sendable {
         let token: String
 
         func hash(into hasher: inout Hasher) {
-            hasher.combine(token.utf8.count)
-            for byte in token.utf8.suffix(32) { hasher.combine(byte) }
+            let utf8 = token.utf8
+            hasher.combine(utf8.count)
+            if utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0.suffix(32)))) })
+                == nil
+            {
+                for byte in utf8.suffix(32) { hasher.combine(byte) }
+            }
         }
 
         static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token.sameBytes(as: rhs.token) }
