@@ -90,6 +90,7 @@ package final class RedisReplayStore: ReplayStore {
             reply = replies.first ?? .failure("no reply")
             if reply == .integer(1) {
                 guard replies.count == 2, case .integer(let acknowledged) = replies[1], acknowledged >= 1 else {
+                    release(keys: keys, claimID: claimID)
                     return unavailable("no replica confirmed the replay claim in time (WAIT 1): not counted")
                 }
             }
@@ -99,8 +100,55 @@ package final class RedisReplayStore: ReplayStore {
         switch reply {
         case .integer(1): return answered(true)
         case .integer(0): return answered(false)
-        case .failure(let message): return unavailable(message)
-        default: return unavailable("unexpected reply to the claim script")
+        case .failure(let message):
+            release(keys: keys, claimID: claimID)
+            return unavailable(message)
+        default:
+            release(keys: keys, claimID: claimID)
+            return unavailable("unexpected reply to the claim script")
+        }
+    }
+
+    /// Deletes the keys that still hold this claim's id. Only this claim's own keys go: another claim's id never matches.
+    static let releaseScript = """
+        for i = 1, #KEYS do
+          if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+        end
+        return 1
+        """
+
+    /// Claims whose release is still being tried (bounded: past it, a claim stays until its token expires).
+    private let releasesPending = Locked(0)
+    static let maximumPendingReleases = 10_000
+
+    /// A claim answered 503 was never an acceptance, but Redis may have run it anyway (a command that timed out still
+    /// runs when Redis wakes; a claim no replica confirmed stays on the master): left there, it would make every later
+    /// use of a token never accepted `token_replayed`. So it is released in the background, retried for about a
+    /// minute while Redis cannot answer.
+    private func release(keys: [String], claimID: String) {
+        let admitted = releasesPending.withLock { count -> Bool in
+            guard count < Self.maximumPendingReleases else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return }
+        let arguments = ["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID]
+        Task.detached { [client, releasesPending] in
+            defer { releasesPending.withLock { $0 -= 1 } }
+            // Redis may run the stale claim after the first release when both wait on a paused server (it serves its
+            // connections in any order), so a release that went through is made twice more, half a second and two
+            // seconds later.
+            var pause = 0.1
+            var done = 0
+            for _ in 0..<24 where done < 3 {
+                if case .integer = await client.command(arguments) {
+                    done += 1
+                    pause = done == 1 ? 0.5 : 2
+                } else {
+                    pause = min(pause * 2, 5)
+                }
+                if done < 3 { try? await Task.sleep(for: .seconds(pause)) }
+            }
         }
     }
 
@@ -148,7 +196,7 @@ package struct RedisEndpoint: Sendable {
 
     /// What `/readyz` and logs may show: never the password.
     package var description: String {
-        sentinels.isEmpty ? "redis \(host):\(port)" : "redis master \(masterName ?? "?") via \(sentinels.count) sentinels"
+        sentinels.isEmpty ? "redis \(RedisURL.display(host: host, port: port))" : "redis master \(masterName ?? "?") via \(sentinels.count) sentinels"
     }
 }
 
@@ -377,6 +425,14 @@ enum RedisReply: Sendable, Equatable {
         return unsafe Self.convert(raw.assumingMemoryBound(to: redisReply.self).pointee, depth: 0)
     }
 
+    /// A Redis error reply reduced to its code (`WRONGPASS`, `NOPERM`, `READONLY`, `ERR`...): the rest of the text
+    /// may repeat the command's arguments — an AUTH password among them — and goes nowhere.
+    static func errorCode(_ text: String) -> String {
+        let word = text.utf8.prefix { $0 != UInt8(ascii: " ") }
+        let code = word.count <= 24 && !word.isEmpty && word.allSatisfy({ (65...90).contains($0) }) ? String(decoding: word, as: UTF8.self) : "ERR"
+        return "\(code) (Redis error reply)"
+    }
+
     /// Arrays longer than this are refused: nothing tokenguard stores has more (revocations are bounded too).
     static let maximumArrayElements = 20_000_000
 
@@ -385,7 +441,7 @@ enum RedisReply: Sendable, Equatable {
         switch unsafe reply.type {
         case REDIS_REPLY_INTEGER: return unsafe .integer(Int64(reply.integer))
         case REDIS_REPLY_STATUS: return unsafe .status(reply.str.map { unsafe String(cString: $0) } ?? "")
-        case REDIS_REPLY_ERROR: return unsafe .failure(reply.str.map { unsafe String(cString: $0) } ?? "error reply")
+        case REDIS_REPLY_ERROR: return unsafe .failure(errorCode(reply.str.map { unsafe String(cString: $0) } ?? ""))
         case REDIS_REPLY_NIL: return .null
         case REDIS_REPLY_STRING:
             guard let str = unsafe reply.str else { return .null }

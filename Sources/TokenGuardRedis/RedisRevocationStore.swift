@@ -30,8 +30,8 @@ package final class RedisRevocationStore: RevocationStore {
     static func randomVersion() -> String { String(UInt64.random(in: .min ... .max), radix: 16) }
 
     func failure(_ reply: RedisReply) -> RevocationStoreError {
-        if case .failure(let message) = reply { return RevocationStoreError("redis \(client.host):\(client.port): \(message)") }
-        return RevocationStoreError("redis \(client.host):\(client.port) answered unexpectedly")
+        if case .failure(let message) = reply { return RevocationStoreError("\(client.endpoint.description): \(message)") }
+        return RevocationStoreError("\(client.endpoint.description) answered unexpectedly")
     }
 
     package func version() async throws -> String {

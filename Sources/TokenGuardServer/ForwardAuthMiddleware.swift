@@ -54,13 +54,21 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
         let registry = self.registry
         let maxTokenBytes = registry.maxTokenBytes
         let started = DispatchTime.now()
-        let result = await RequestTimeout.result(seconds: settings.requestTimeoutSeconds) {
-            switch ForwardAuthCredentials.read(headers, policy: policy, maxTokenBytes: maxTokenBytes) {
-            case .failure(let error): return .failure(error)
-            case .success(let credentials):
-                return await registry.verify(
-                    provider: provider, token: credentials.token, nonce: credentials.nonce, at: nil, explain: false, claimReplay: false
-                ).result
+        let credentials = ForwardAuthCredentials.read(headers, policy: policy, maxTokenBytes: maxTokenBytes)
+        let result: VerificationResult
+        switch credentials {
+        case .failure(let error): result = .failure(error)
+        case .success(let presented):
+            // A verdict that needs no waiting (a cached token, or keys in hand) is answered in this task; only the rest
+            // runs under the request timeout's task.
+            if let now = registry.verifyWithoutWaiting(provider: provider, token: presented.token, nonce: presented.nonce, claimReplay: false) {
+                result = now
+            } else {
+                result = await RequestTimeout.result(seconds: settings.requestTimeoutSeconds) {
+                    await registry.verify(
+                        provider: provider, token: presented.token, nonce: presented.nonce, at: nil, explain: false, claimReplay: false
+                    ).result
+                }
             }
         }
         ServiceMetrics.record(provider: provider, result: result, startedAt: started)

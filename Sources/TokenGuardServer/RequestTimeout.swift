@@ -1,4 +1,5 @@
 import Hummingbird
+import NIOCore
 import Synchronization
 import TokenGuardCore
 import TokenGuardService
@@ -40,6 +41,15 @@ enum RequestTimeout {
         } catch {
             return .failure(VerificationError(.requestTimeout, "request not answered within \(seconds) s", retryAfterSeconds: 1))
         }
+    }
+
+    /// Runs `work` in the current task, with `channel` closed if it is still running after `seconds`: for reading a
+    /// request body, where the only wait is the client (a closed connection ends the read at once). No task is
+    /// made for it, so a request whose answer needs no waiting costs no hop between threads.
+    static func closingConnection<Answer>(_ channel: any Channel, after seconds: Int, _ work: () async throws -> Answer) async throws -> Answer {
+        let deadline = DeadlineWheel.shared.add(after: Double(seconds)) { channel.close(promise: nil) }
+        defer { DeadlineWheel.shared.remove(deadline) }
+        return try await work()
     }
 
     /// The work runs in one task of its own (so that a timed-out answer need not wait for it); the deadline is kept

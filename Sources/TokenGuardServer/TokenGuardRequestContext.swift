@@ -10,9 +10,12 @@ package struct TokenGuardRequestContext: RequestContext {
     package let peerIsLoopback: Bool
     /// The peer as text, for the audit log of revocation writes.
     package let peer: String
+    /// The connection: closed when a request body does not arrive within the request timeout.
+    package let channel: any Channel
 
     package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        channel = source.channel
         let address = source.channel.remoteAddress
         peer = address?.ipAddress ?? "unknown"
         // The address as the kernel gave it (inet_ntop's text): 127.0.0.0/8, or ::1 exactly.

@@ -13,7 +13,19 @@ struct VerifyRoutes: Sendable {
     func register(on router: Router<TokenGuardRequestContext>) {
         let seconds = settings.requestTimeoutSeconds
         router.post("/v1/verify") { request, context in
-            try await RequestTimeout.run(seconds: seconds) { try await verify(request, context) }
+            // The body is read in this task (a client that does not send it in time loses the connection); a verdict
+            // that needs no waiting is answered here too, and only the rest runs under the request timeout's task.
+            let started = ContinuousClock.now
+            let item = try await RequestTimeout.closingConnection(context.channel, after: seconds) { try await readItem(request) }
+            let verifying = DispatchTime.now()
+            if !item.explain,
+                let result = registry.verifyWithoutWaiting(provider: item.provider, token: item.token, nonce: item.nonce, claimReplay: true)
+            {
+                ServiceMetrics.record(provider: item.provider, result: result, startedAt: verifying)
+                return try respond(item, result: result, explanation: nil)
+            }
+            let elapsed = Int((ContinuousClock.now - started).components.seconds)
+            return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await verify(item) }
         }
         router.post("/v1/verify/batch") { request, context in
             try await RequestTimeout.run(seconds: seconds) { try await batch(request, context) }
@@ -39,17 +51,23 @@ struct VerifyRoutes: Sendable {
         }
     }
 
-    func verify(_ request: Request, _ context: TokenGuardRequestContext) async throws -> Response {
-        let item: VerifyRequest
+    func readItem(_ request: Request) async throws -> VerifyRequest {
         do {
-            item = try VerifyRequest(try await readJSONObject(request, limit: settings.maximumVerifyBodyBytes))
+            return try VerifyRequest(try await readJSONObject(request, limit: settings.maximumVerifyBodyBytes))
         } catch let error as VerificationError {
             throw APIError.invalidRequest(error.message)
         }
+    }
+
+    func verify(_ item: VerifyRequest) async throws -> Response {
         let started = DispatchTime.now()
         let (result, explanation) = await registry.verify(
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
+        return try respond(item, result: result, explanation: explanation)
+    }
+
+    func respond(_ item: VerifyRequest, result: VerificationResult, explanation: Explanation?) throws -> Response {
         switch result {
         case .success(let valid):
             guard let explanation else { return JSONResponse.make(bytes: valid.jsonBytes) }

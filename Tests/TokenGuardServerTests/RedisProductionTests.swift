@@ -92,6 +92,8 @@ struct RedisProductionTests {
             "redis: { url: \"redis://127.0.0.1:6379\", sentinels: [\"127.0.0.1:+26379\"], master_name: m }\n",
             "redis: { url: \"redis://127.0.0.1:6379\", password_file: /nonexistent/redis-password }\n",
             "replay: { store: redis, redis_url: \"redis://127.0.0.1:6379/2\" }\n",
+            // A second spelling of the server would connect without the block's password.
+            "redis: { url: \"redis://localhost:6379\", password_env: TG_SET }\nreplay: { store: redis, redis_url: \"redis://127.0.0.1:6379\" }\n",
         ] {
             #expect(throws: ConfigError.self, "\(yaml)") {
                 try Configuration.parse(yaml: yaml, environment: ["TG_EMPTY": "", "TG_SET": "x"])
@@ -102,6 +104,8 @@ struct RedisProductionTests {
             "redis://tg@@127.0.0.1:6379", "redis://127.0.0.1:6379/+2", "redis://127.0.0.1:6379/-0", "redis://127.0.0.1:6379/1x", "redis://[::1:6379",
             "redis://::1:6379", "redis://127.0.0.1:+6379", "redis://127.0.0.1:0", "redis://:6379", "redis://tg@:6379", "redis://host name:6379",
             "redis://127.0.0.1:6379/1024", "redis://-host:6379", "redis://h%6Fst:6379", "redis://127.0.0.1:6379/0/1", "redis://t/g@host:1",
+            "redis://[:]:16379", "redis://a..b:16379", "redis://a-:16379", "redis://999.1.1.1:16379", "redis://0x7f.1:16379", "redis://127.1:6379",
+            "redis://[::1:2:3:4:5:6:7:8]:6379", "redis://.host:6379", "redis://host.:6379",
         ] {
             #expect(throws: ConfigError.self, "\(url)") { try Configuration.parse(yaml: "redis: { url: \"\(url)\" }\n", environment: [:]) }
             #expect(throws: (any Error).self, "\(url)") { try RedisURL.parse(url).get() }
@@ -110,6 +114,36 @@ struct RedisProductionTests {
         #expect(v6.host == "::1" && v6.port == 6380 && v6.user == "tg" && v6.database == 7)
         let named = try RedisURL.parse("redis://redis-0.redis.tokenguard.svc:6379").get()
         #expect(named.host == "redis-0.redis.tokenguard.svc" && named.database == nil && named.user == nil)
+    }
+
+    @Test("a Redis error reply that repeats the AUTH arguments reaches neither /readyz, the answers nor the log")
+    func errorRepliesStayOut() async throws {
+        // With AUTH renamed away, Redis answers "ERR unknown command 'AUTH', with args beginning with: 'tg' '<password>'".
+        let redis = try RedisServerProcess(extraArguments: ["--rename-command", "AUTH", ""])
+        defer { redis.stop() }
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        let passwordFile = try workspace.write("redis-password", "echoed-secret-7777\n")
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            redis: { url: "redis://tg@127.0.0.1:\(redis.port)", password_file: "\(passwordFile)" }
+            replay: { store: redis }
+            revocations: { store: redis, max_staleness_seconds: 1 }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
+            """)
+        let server = try await ServerProcess(
+            arguments: ["--config", config], environment: ["TOKENGUARD_LOG_LEVEL": "debug"], workspace: workspace)
+        defer { server.stop() }
+        let refused = try await server.post("/v1/verify", try body(key))
+        #expect(refused.status == 503)
+        try await Task.sleep(for: .milliseconds(1500))
+        let ready = try await server.get("/readyz")
+        let texts = [String(decoding: refused.body, as: UTF8.self), String(decoding: ready.body, as: UTF8.self), server.log()]
+        for text in texts { #expect(!text.contains("echoed-secret-7777")) }
+        #expect(String(decoding: ready.body, as: UTF8.self).contains("ERR"), "the error code is kept")
     }
 
     @Test("a password file that cannot be read, is empty or too large is a config error, never a connection without AUTH")

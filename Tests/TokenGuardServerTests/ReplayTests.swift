@@ -137,6 +137,39 @@ struct ReplayTests {
         #expect(try await first.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(fresh)\",\"nonce\":\"fresh-nonce\"}").status == 200)
     }
 
+    @Test("a claim answered 503 while Redis was paused is released when Redis wakes: the token is accepted later, once")
+    func pausedClaimIsReleased() async throws {
+        let redis = try RedisServerProcess()
+        defer {
+            redis.signal(SIGCONT)
+            redis.stop()
+        }
+        let store = try RedisReplayStore(url: redis.url, connections: 2, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 300)
+        let now = Int64(Date().timeIntervalSince1970)
+        #expect(try await store.claim(keys: ["warm-\(UUID().uuidString)"], expiresAt: now + 60).get() == true)
+        let token = "paused-\(UUID().uuidString)"
+        redis.signal(SIGSTOP)
+        guard case .failure(let paused) = await store.claim(keys: [token, token + "-n"], expiresAt: now + 60) else {
+            Issue.record("a paused Redis must not accept")
+            return
+        }
+        #expect(paused.code == .replayStoreUnavailable)
+        // Redis wakes and runs the claim that timed out; the store takes it back, and the sign-in goes through on retry.
+        redis.signal(SIGCONT)
+        var accepted = 0
+        var replayed = 0
+        for _ in 0..<60 where accepted == 0 {
+            switch await store.claim(keys: [token, token + "-n"], expiresAt: now + 60) {
+            case .success(true): accepted += 1
+            case .success(false): replayed += 1
+            case .failure: break
+            }
+            if accepted == 0 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(accepted == 1, "never accepted after the pause (\(replayed) answers token_replayed)")
+        #expect(try await store.claim(keys: [token], expiresAt: now + 60).get() == false, "and only once")
+    }
+
     @Test("Redis down: 503 replay_store_unavailable and nothing accepted; back up: the service recovers without a restart")
     func redisOutage() async throws {
         let redis = try RedisServerProcess()

@@ -363,6 +363,10 @@ extension Configuration {
                     break
                 }
                 let url = try urlNode.string()
+                // One server, named once: a second spelling would connect without the block's password.
+                if configuration.redis != nil {
+                    throw ConfigError(urlNode.key, "leave it out: with a redis: block, store: redis uses redis.url (and its password)")
+                }
                 // Secrets never live in the file (and this URL is shown by /readyz): no user or password here; users and
                 // database indexes belong to the redis: block.
                 guard !url.contains("@") else { throw ConfigError(urlNode.key, "must not carry a user or password: redis://HOST:PORT") }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// `redis://[USER@]HOST:PORT[/DB]`, read strictly: a URL this accepts is one hiredis can dial as written, so a typo
 /// fails the config check instead of every request. No password: secrets never live in the file.
 package struct RedisURL: Sendable, Equatable {
@@ -49,17 +51,37 @@ package struct RedisURL: Sendable, Equatable {
         let bytes = Array(hostPart.utf8)
         if bytes.first == UInt8(ascii: "[") {
             guard bytes.count > 2, bytes.last == UInt8(ascii: "]") else { return nil }
-            let inner = bytes[1..<(bytes.count - 1)]
-            guard inner.contains(UInt8(ascii: ":")), inner.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
-            else { return nil }
-            return (String(decoding: inner, as: UTF8.self), port)
+            let inner = String(decoding: bytes[1..<(bytes.count - 1)], as: UTF8.self)
+            return isAddress(inner, family: AF_INET6) ? (inner, port) : nil
         }
-        guard (1...253).contains(bytes.count), bytes.first != UInt8(ascii: "-"), bytes.first != UInt8(ascii: "."),
-            bytes.allSatisfy({
-                isHexDigit($0) || (65...90).contains($0) || (97...122).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
-            })
-        else { return nil }
-        return (String(decoding: bytes, as: UTF8.self), port)
+        guard (1...253).contains(bytes.count) else { return nil }
+        let labels = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        for label in labels {
+            guard (1...63).contains(label.count), label.first != UInt8(ascii: "-"), label.last != UInt8(ascii: "-"),
+                label.allSatisfy({ isHexDigit($0) || (65...90).contains($0) || (97...122).contains($0) || $0 == UInt8(ascii: "-") })
+            else { return nil }
+        }
+        let host = String(decoding: bytes, as: UTF8.self)
+        // No top-level domain starts with a digit: such a host is an IPv4 address, and only the dotted-decimal form
+        // is taken (the resolver would also read "0x7f.1" or "127.1" as addresses).
+        if let last = labels.last?.first, (48...57).contains(last) {
+            let octets = labels.compactMap { label in
+                label.count <= 3 && label.allSatisfy({ (48...57).contains($0) }) ? Int(String(decoding: label, as: UTF8.self)) : nil
+            }
+            guard labels.count == 4, octets.count == 4, octets.allSatisfy({ $0 <= 255 }), isAddress(host, family: AF_INET) else { return nil }
+        }
+        return (host, port)
+    }
+
+    /// True when `text` is an address of `family` as `inet_pton` reads it.
+    private static func isAddress(_ text: String, family: Int32) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16)
+        return inet_pton(family, text, &buffer) == 1
+    }
+
+    /// `host:port` for logs and `/readyz`, an IPv6 address in brackets.
+    package static func display(host: String, port: Int) -> String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {

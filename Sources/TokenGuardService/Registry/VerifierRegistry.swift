@@ -294,13 +294,26 @@ package struct VerifierRegistry: Sendable {
 
     /// Verifies a JWS with the keys in hand, never waiting on the network (hot loops that fetched up front).
     /// Opaque providers need the network: use ``verify(provider:token:nonce:at:)``.
-    package func verifyWithKeysInHand(provider requested: String, token: String, nonce: String?, at: Int64?) -> VerificationResult? {
+    package func verifyWithKeysInHand(
+        provider requested: String, token: String, nonce: String?, at: Int64?, claimReplay: Bool = true
+    ) -> VerificationResult? {
         guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
         // Facebook kinds route by the token's shape and add fields: the full path does that.
         guard let verifier = verifiers[provider], kinds[provider] != .facebook, kinds[provider] != .facebookLimited else { return nil }
-        if at == nil && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
+        if at == nil && claimReplay && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
         let result = verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
         return revocations?.check(result) ?? result
+    }
+
+    /// The verdict for a token presented now when it needs no waiting — a cached verdict, or a full verification with
+    /// the keys in hand — exactly as ``verify(provider:token:nonce:at:explain:claimReplay:)`` would give it; nil when
+    /// that path must wait (a replay claim, an unknown `kid` or missing keys to fetch, an opaque or Facebook provider).
+    package func verifyWithoutWaiting(provider: String, token: String, nonce: String?, claimReplay: Bool) -> VerificationResult? {
+        guard let result = verifyWithKeysInHand(provider: provider, token: token, nonce: nonce, at: nil, claimReplay: claimReplay) else {
+            return nil
+        }
+        if case .failure(let error) = result, error.code == .unknownKey || error.code == .keysUnavailable { return nil }
+        return result
     }
 
     /// Fetches every fetching provider's keys once, concurrently (before a batch, or at service start).
