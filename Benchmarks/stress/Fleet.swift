@@ -188,9 +188,11 @@ struct ScenarioResult: Sendable {
 
     var tableRow: String {
         let counts = verdicts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        return String(
-            format: "%-44@ %8d %8.0f %7.2f %6d %7d %7d  %@", name as NSString, requests, requestsPerSecond, latency.percentile(99), wrong,
-            doubleAcceptances, failed, counts)
+        let padded = name.count >= 44 ? name : name + String(repeating: " ", count: 44 - name.count)
+        return padded
+            + String(
+                format: " %8d %8.0f %7.2f %6d %7d %7d  %@", requests, requestsPerSecond, latency.percentile(99), wrong, doubleAcceptances, failed,
+                counts)
     }
 
     var json: JSONValue {
