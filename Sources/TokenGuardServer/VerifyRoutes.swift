@@ -45,7 +45,7 @@ struct VerifyRoutes: Sendable {
             throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body larger than \(limit) bytes")
         }
         do {
-            return try VerifyRequest.parseBody(Array(buffer: body))
+            return try VerifyRequest.parseBody(body.readableBytesView)
         } catch {
             throw APIError.invalidRequest(error.message)
         }

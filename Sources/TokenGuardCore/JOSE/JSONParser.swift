@@ -88,6 +88,7 @@ public struct JSONParser {
                 position += 1
                 return object
             }
+            object.reserveCapacity(16)  // claims and headers: a JWT payload has about a dozen members
             while true {
                 skipWhitespace()
                 guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw error("expected a member name") }

@@ -69,6 +69,9 @@ public struct JSONObject: Sendable, Equatable {
     /// Appends a member; the caller guarantees the name is not present yet (the parser checks).
     mutating func appendUnchecked(_ name: String, _ value: JSONValue) { members.append((name, value)) }
 
+    /// Room for `count` members, so a parsed object grows its storage once rather than doubling it as it fills.
+    mutating func reserveCapacity(_ count: Int) { members.reserveCapacity(count) }
+
     /// Sets a member, replacing an existing one of the same name.
     public mutating func set(_ name: String, _ value: JSONValue) {
         if let index = members.firstIndex(where: { $0.name.sameBytes(as: name) }) {

@@ -46,7 +46,8 @@ public struct VerifyRequest: Sendable, Equatable {
     }
 
     /// A request body as a JSON object (the body size limit is the server's, checked before this).
-    public static func parseBody(_ bytes: [UInt8]) throws(VerificationError) -> JSONObject {
+    /// Takes any contiguous bytes (the server passes its receive buffer's view: no copy).
+    public static func parseBody(_ bytes: some Collection<UInt8>) throws(VerificationError) -> JSONObject {
         do {
             return try JSONParser.parseObject(bytes)
         } catch {
