@@ -272,32 +272,20 @@ final class Hosts: @unchecked Sendable {
         for sub in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
             try FileManager.default.createDirectory(atPath: directory + "/" + sub, withIntermediateDirectories: true)
         }
-        let config = """
-            daemon off;
-            master_process off;
-            worker_processes 1;
-            error_log \(directory)/error.log warn;
-            pid \(directory)/nginx.pid;
-            events { worker_connections 512; }
-            http {
-                access_log off;
-                client_body_temp_path \(directory)/body;
-                proxy_temp_path \(directory)/proxy;
-                fastcgi_temp_path \(directory)/fastcgi;
-                uwsgi_temp_path \(directory)/uwsgi;
-                scgi_temp_path \(directory)/scgi;
-                server {
-                    listen \(bed.idpAddress):443 ssl;
-                    ssl_certificate \(path("idp.pem"));
-                    ssl_certificate_key \(path("idp.key"));
-                    location = /jwks.json {
-                        root \(directory)/www;
-                        default_type application/json;
-                        add_header Cache-Control "max-age=2";
+        let config = NginxProcess.standaloneConfig(
+            directory: directory,
+            http: """
+                    server {
+                        listen \(bed.idpAddress):443 ssl;
+                        ssl_certificate \(path("idp.pem"));
+                        ssl_certificate_key \(path("idp.key"));
+                        location = /jwks.json {
+                            root \(directory)/www;
+                            default_type application/json;
+                            add_header Cache-Control "max-age=2";
+                        }
                     }
-                }
-            }
-            """
+                """, workerConnections: 512)
         try config.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
         try launch(
             "idp", ["/usr/sbin/nginx", "-p", directory, "-c", directory + "/nginx.conf", "-e", directory + "/error.log"], directory: directory)

@@ -81,6 +81,9 @@ package final class RedisReplayStore: ReplayStore {
     }
 
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
+        // A request already answered (its timeout fired) claims nothing: a claim nobody will hear of would only make
+        // the token's next use token_replayed.
+        if Task.isCancelled { return .failure(Self.abandoned) }
         var random = SystemRandomNumberGenerator()
         let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
         let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt), claimID]
@@ -98,6 +101,11 @@ package final class RedisReplayStore: ReplayStore {
             reply = await client.command(arguments)
         }
         switch reply {
+        case .integer(1) where Task.isCancelled:
+            // The request timed out while the claim waited on Redis: its answer went out as a 503, so this claim is
+            // not an acceptance, and it is taken back.
+            release(keys: keys, claimID: claimID)
+            return .failure(Self.abandoned)
         case .integer(1): return answered(true)
         case .integer(0): return answered(false)
         case .failure(let message):
@@ -108,6 +116,8 @@ package final class RedisReplayStore: ReplayStore {
             return unavailable("unexpected reply to the claim script")
         }
     }
+
+    static let abandoned = VerificationError(.requestTimeout, "the request was answered before its replay claim", retryAfterSeconds: 1)
 
     /// Deletes the keys that still hold this claim's id. Only this claim's own keys go: another claim's id never matches.
     static let releaseScript = """

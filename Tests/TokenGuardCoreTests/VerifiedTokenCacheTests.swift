@@ -1,5 +1,6 @@
 import Testing
 import TokenGuardCore
+import TokenGuardCrypto
 import TokenGuardTestSupport
 
 /// The verified-token cache: hits skip the signature, but never skip expiry, nonce or key withdrawal.
@@ -56,6 +57,28 @@ struct VerifiedTokenCacheTests {
         source.keys = try SharedTestKeys.keySet([other])
         #expect(verifier.verify(token: token, nonce: nonce, at: now).code == .unknownKey)
         #expect(cache.count == 0)
+    }
+
+    @Test("an entry is dropped when its key is republished with another kid or alg: a hit answers what a full check would")
+    func keyRepublishedDifferently() throws {
+        let key = try SharedTestKeys.rsa()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        for (renamed, expected) in [
+            (TestKey(signingKey: key.signingKey, keyID: key.keyID + "-renamed", algorithm: .rs256), ErrorCode.unknownKey),
+            (TestKey(signingKey: key.signingKey, keyID: key.keyID, algorithm: .rs384), .unsupportedAlgorithm),
+        ] {
+            let source = SwappableKeys(try SharedTestKeys.keySet([key]))
+            let cache = VerifiedTokenCache(capacity: 100)
+            var policy = Verifiers.apple()
+            policy.algorithms = [.rs256, .rs384]
+            let verifier = TokenVerifier(policy: policy, keySource: source, cache: cache)
+            #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
+            #expect(cache.count == 1)
+            source.keys = try SharedTestKeys.keySet([renamed])  // the same key material, published differently
+            let uncached = TokenVerifier(policy: policy, keySource: source)
+            #expect(uncached.verify(token: token, nonce: nonce, at: now).code == expected)
+            #expect(verifier.verify(token: token, nonce: nonce, at: now).code == expected, "the cached verdict outlived the change")
+        }
     }
 
     @Test("bounded: least recently used entries are evicted; capacity 0 disables")

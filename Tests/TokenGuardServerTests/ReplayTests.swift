@@ -87,12 +87,13 @@ struct ReplayTests {
         #expect(try await store.claim(keys: keys, expiresAt: expiry).get() == false)
     }
 
-    func config(_ workspace: TempWorkspace, key: TestKey, replay: String) throws -> String {
+    func config(_ workspace: TempWorkspace, key: TestKey, replay: String, extra: String = "") throws -> String {
         let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
         return try workspace.write(
             "tokenguard-\(UUID().uuidString).yaml",
             """
             replay: \(replay)
+            \(extra)
             providers:
               apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }
             """)
@@ -168,6 +169,37 @@ struct ReplayTests {
         }
         #expect(accepted == 1, "never accepted after the pause (\(replayed) answers token_replayed)")
         #expect(try await store.claim(keys: [token], expiresAt: now + 60).get() == false, "and only once")
+    }
+
+    @Test("a request that timed out while its claim waited on a paused Redis does not burn the token")
+    func timedOutClaimIsReleased() async throws {
+        let redis = try RedisServerProcess()
+        defer {
+            redis.signal(SIGCONT)
+            redis.stop()
+        }
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let config = try config(
+            workspace, key: key, replay: "{ store: redis, redis_url: \"\(redis.url)\" }", extra: "server: { request_timeout_seconds: 1 }")
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        let warm = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "warm"))
+        #expect(try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(warm)\",\"nonce\":\"warm\"}").status == 200)
+        let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "paused"))
+        let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"paused\"}"
+        redis.signal(SIGSTOP)
+        let first = try await server.post("/v1/verify", body)
+        #expect(first.status == 503)
+        try await Task.sleep(for: .milliseconds(700))  // the claim is still waiting on Redis when the request times out
+        redis.signal(SIGCONT)
+        var statuses: [Int] = []
+        for _ in 0..<40 where statuses.last != 200 {
+            statuses.append(try await server.post("/v1/verify", body).status)
+            if statuses.last != 200 { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(statuses.last == 200, "never accepted after the timeout: \(statuses)")
+        #expect(try await server.post("/v1/verify", body).status == 401, "and only once")
     }
 
     @Test("Redis down: 503 replay_store_unavailable and nothing accepted; back up: the service recovers without a restart")

@@ -16,6 +16,28 @@ package final class NginxProcess: @unchecked Sendable {
     /// The repository's deploy/nginx directory (the snippets users include).
     package static var snippets: String { TestPaths.repositoryRoot.appendingPathComponent("deploy/nginx").path }
 
+    /// A config for one nginx process in the foreground with every path under `directory` (its temp folders must
+    /// exist), around `http` (the `http` block's contents).
+    package static func standaloneConfig(directory: String, http: String, workerConnections: Int = 256) -> String {
+        """
+        daemon off;
+        master_process off;
+        worker_processes 1;
+        error_log \(directory)/error.log warn;
+        pid \(directory)/nginx.pid;
+        events { worker_connections \(workerConnections); }
+        http {
+            access_log off;
+            client_body_temp_path \(directory)/body;
+            proxy_temp_path \(directory)/proxy;
+            fastcgi_temp_path \(directory)/fastcgi;
+            uwsgi_temp_path \(directory)/uwsgi;
+            scgi_temp_path \(directory)/scgi;
+        \(http)
+        }
+        """
+    }
+
     /// Writes an nginx config around `server` (the contents of one `server` block, listening on `port`) and `http`
     /// (more `http` context: upstreams), checks it with `nginx -t`, starts nginx and waits until it accepts.
     package init(http: String, server: (Int) -> String, workspace: TempWorkspace) async throws {
@@ -25,27 +47,15 @@ package final class NginxProcess: @unchecked Sendable {
         for sub in ["", "/body", "/proxy", "/fastcgi", "/uwsgi", "/scgi"] {
             try FileManager.default.createDirectory(atPath: directory + sub, withIntermediateDirectories: true)
         }
-        let config = """
-            daemon off;
-            master_process off;
-            worker_processes 1;
-            error_log \(directory)/error.log warn;
-            pid \(directory)/nginx.pid;
-            events { worker_connections 256; }
-            http {
-                access_log off;
-                client_body_temp_path \(directory)/body;
-                proxy_temp_path \(directory)/proxy;
-                fastcgi_temp_path \(directory)/fastcgi;
-                uwsgi_temp_path \(directory)/uwsgi;
-                scgi_temp_path \(directory)/scgi;
-            \(http)
-                server {
-                    listen 127.0.0.1:\(port);
-            \(server(port))
-                }
-            }
-            """
+        let config = Self.standaloneConfig(
+            directory: directory,
+            http: """
+                \(http)
+                    server {
+                        listen 127.0.0.1:\(port);
+                \(server(port))
+                    }
+                """)
         let path = directory + "/nginx.conf"
         try config.write(toFile: path, atomically: true, encoding: .utf8)
         let check = Process()

@@ -16,6 +16,8 @@ public final class KeySet: Sendable {
     private let byKeyID: [ByteKey: [VerificationKey]]
     /// RFC 7638 thumbprints of every key, to tell whether a cached verdict's key is still published.
     public let thumbprints: Set<String>
+    /// Every key's ``VerificationKey/binding``: a cached verdict is served only while its key is published as it was.
+    public let bindings: Set<String>
 
     public init(keys: [VerificationKey], skipped: [JWKParser.Skipped] = []) {
         self.keys = keys
@@ -26,6 +28,7 @@ public final class KeySet: Sendable {
         }
         self.byKeyID = index
         self.thumbprints = Set(keys.map(\.thumbprint))
+        self.bindings = Set(keys.map(\.binding))
     }
 
     public static let empty = KeySet(keys: [])

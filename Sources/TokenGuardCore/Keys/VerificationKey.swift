@@ -15,6 +15,9 @@ public struct VerificationKey: Sendable {
     /// For a key taken from the archive after it left the JWKS: the `iat` range of tokens it may verify
     /// (one day before it was first seen, through when it was last seen). nil for currently published keys.
     public let publishedWindow: ClosedRange<Int64>?
+    /// What a cached verdict depends on: the key material and every published member that decides what the key may
+    /// verify (`kid`, `alg`, Microsoft's `issuer`). A verdict cached under it dies when any of them changes.
+    public let binding: String
 
     public init(
         keyID: String?, publicKey: PublicKey, algorithm: SignatureAlgorithm?, issuer: String?, thumbprint: String, jwk: JSONObject,
@@ -27,6 +30,9 @@ public struct VerificationKey: Sendable {
         self.thumbprint = thumbprint
         self.jwk = jwk
         self.publishedWindow = publishedWindow
+        let kid = keyID ?? ""
+        let bound = issuer ?? ""
+        binding = "\(thumbprint)|\(kid.utf8.count):\(kid)|\(algorithm?.rawValue ?? "-")|\(bound.utf8.count):\(bound)"
     }
 
     package func withPublishedWindow(_ window: ClosedRange<Int64>) -> VerificationKey {

@@ -48,14 +48,14 @@ public struct TokenVerifier: Sendable {
         }
     }
 
-    /// Caches a verdict under the token's bytes, with the thumbprint of the key that verified it (not merely the
-    /// first key with its kid), so the entry dies with that key.
+    /// Caches a verdict under the token's bytes, with the binding of the key that verified it (its material, kid, alg
+    /// and issuer — not merely the first key with its kid), so the entry dies with that key or any change to it.
     func remember(_ token: String, verdict: Verdict, key: VerificationKey, nonce: String?, now: Int64) {
         guard let cache else { return }
         cache.store(
             token,
             VerifiedTokenCache.Entry(
-                verdict: verdict, keyThumbprint: key.thumbprint, nonceClaim: verdict.claims["nonce"]?.stringValue,
+                verdict: verdict, keyBinding: key.binding, nonceClaim: verdict.claims["nonce"]?.stringValue,
                 expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
     }
 
@@ -72,7 +72,7 @@ public struct TokenVerifier: Sendable {
     private func cachedVerdict(_ cache: VerifiedTokenCache, token: String, nonce: String?, now: Int64) throws(VerificationError) -> Verdict? {
         guard token.utf8.count <= policy.maxTokenBytes else { return nil }
         guard case .success(let keys) = keySource.currentKeys() else { return nil }
-        guard let entry = cache.lookup(token, now: now, leeway: policy.leewaySeconds, isPublished: { keys.thumbprints.contains($0) }) else {
+        guard let entry = cache.lookup(token, now: now, leeway: policy.leewaySeconds, isPublished: { keys.bindings.contains($0) }) else {
             return nil
         }
         // The same raw nonce as when the token was verified matches by construction; any other goes the full way.

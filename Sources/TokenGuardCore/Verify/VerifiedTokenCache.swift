@@ -9,23 +9,23 @@ import TokenGuardSync
 /// - Positive verdicts only. On every hit the expiry is checked again against the current time and the
 ///   request's nonce is checked against the token's (constant-time), so a hit never accepts what a full
 ///   verification would refuse for those reasons.
-/// - An entry is dropped when its key is no longer published (checked by thumbprint on every hit).
+/// - An entry is dropped when its key is no longer published as it was (material, kid, alg, issuer; checked on every hit).
 /// - Not used for verification at a past time (`at`).
 /// - Sharded (16 ways) so concurrent cores rarely contend for a lock.
 public final class VerifiedTokenCache: Sendable {
     /// Immutable, and a class: a hit hands it out with one reference-count operation.
     final class Entry: Sendable {
         let verdict: Verdict
-        let keyThumbprint: String
+        let keyBinding: String
         let nonceClaim: String?
         let expiresAt: Int64
         /// The raw nonce this token was verified with: a hit with the same raw nonce needs no new hash. Kept
         /// in memory only, like the token itself.
         let verifiedRawNonce: String?
 
-        init(verdict: Verdict, keyThumbprint: String, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
+        init(verdict: Verdict, keyBinding: String, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
             self.verdict = verdict
-            self.keyThumbprint = keyThumbprint
+            self.keyBinding = keyBinding
             self.nonceClaim = nonceClaim
             self.expiresAt = expiresAt
             self.verifiedRawNonce = verifiedRawNonce
@@ -114,12 +114,12 @@ public final class VerifiedTokenCache: Sendable {
     }
 
     /// The cached verdict, when the token is cached, not expired at `now` (with `leeway`) and its key is in
-    /// `publishedThumbprints`. The caller still checks the nonce. An expired or orphaned entry is dropped.
+    /// the published bindings. The caller still checks the nonce. An expired or orphaned entry is dropped.
     func lookup(_ token: String, now: Int64, leeway: Int64, isPublished: (String) -> Bool) -> Entry? {
         guard perShard > 0 else { return nil }
         return shards[shard(for: token)].withLock { shard -> Entry? in
             guard let slot = shard.index[TokenKey(token: token)], let entry = shard.entries[Int(slot)] else { return nil }
-            guard now < entry.expiresAt + leeway, isPublished(entry.keyThumbprint) else {
+            guard now < entry.expiresAt + leeway, isPublished(entry.keyBinding) else {
                 shard.remove(slot)
                 return nil
             }
