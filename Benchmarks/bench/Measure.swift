@@ -20,6 +20,24 @@ enum Measure {
         return Double(calls) / (Double(elapsed) / 1e9)
     }
 
+    /// Per-call cost of `full` beyond `base`, in nanoseconds: the two run in alternating batches of `batch` calls, so
+    /// the machine's drift (frequency, neighbours) falls on both alike; the median of the per-round differences.
+    static func interleavedOverheadNs(seconds: Double, batch: Int = 256, base: () -> Bool, full: () -> Bool) -> Double {
+        for _ in 0..<50 { guard base(), full() else { return .nan } }
+        var differences: [Double] = []
+        let start = DispatchTime.now().uptimeNanoseconds
+        let budget = UInt64(seconds * 1e9)
+        while DispatchTime.now().uptimeNanoseconds - start < budget || differences.count < 5 {
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            for _ in 0..<batch where !base() { return .nan }
+            let t1 = DispatchTime.now().uptimeNanoseconds
+            for _ in 0..<batch where !full() { return .nan }
+            let t2 = DispatchTime.now().uptimeNanoseconds
+            differences.append((Double(t2 - t1) - Double(t1 - t0)) / Double(batch))
+        }
+        return percentile(differences.sorted(), 0.5)
+    }
+
     static func rateAsync(seconds: Double, _ body: () async -> Bool) async -> Double {
         for _ in 0..<50 { guard await body() else { return -1 } }
         var calls = 0

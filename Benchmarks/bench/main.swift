@@ -1,12 +1,14 @@
+import COpenSSL
 // tokenguard's benchmark: `swift run -c release bench [--quick] [--json FILE]`.
 //
 // In one run, on identical tokens: the raw OpenSSL verify rate (the limit); tokenguard's full verification per
 // algorithm on one thread and on every core; jwt-kit and libjwt on the same tokens; verified-token cache hits;
 // rejection costs; the real HTTP server under load; the batch pipeline's throughput and peak memory.
-// Targets are printed as ratios beside the figures, never asserted. `--profile ALG[-cached] [--iterations N]` runs a bare
-// verification loop for `perf record`. (The valgrind loop is the `leakloop` target.)
+// Targets are printed as ratios beside the figures, never asserted. `--profile ALG[-cached] [--iterations N] [--key PEM]` runs a bare
+// verification loop for `perf record`; `--overhead` prints only the per-token cost beyond OpenSSL's verify. (The valgrind loop is the `leakloop` target.)
 import Foundation
 import TokenGuardCore
+import TokenGuardCrypto
 import TokenGuardService
 import TokenGuardTestSupport
 
@@ -17,17 +19,110 @@ func option(_ name: String) -> String? {
 }
 
 do {
-    if let name = option("--profile"), let fixture = try Fixture.all().first(where: { $0.name == name.replacingOccurrences(of: "-cached", with: "") })
+    if let name = option("--profile"),
+        let fixture = try Fixture.named(
+            name.replacingOccurrences(of: "-cached", with: "").replacingOccurrences(of: "-raw", with: ""),
+            pem: try option("--key").map { try String(contentsOfFile: $0, encoding: .utf8) })
     {
-        // A bare verification loop for `perf record` (`RS256-cached`: verified-token cache hits).
+        // A bare verification loop for `perf record` / `perf stat` (`RS256-cached`: verified-token cache hits;
+        // `RS256-raw`: OpenSSL's verify alone, the limit).
         let verifier =
             name.hasSuffix("-cached")
             ? TokenVerifier(policy: fixture.verifier.policy, keySource: fixture.verifier.keySource, cache: VerifiedTokenCache()) : fixture.verifier
+        let raw = name.hasSuffix("-raw") ? try RawOpenSSLVerifier(fixture: fixture) : nil
         var valid = 0
         for _ in 0..<(option("--iterations").flatMap(Int.init) ?? 200_000) {
-            if case .success = verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { valid += 1 }
+            if let raw {
+                if raw.verify() { valid += 1 }
+            } else if case .success = verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) {
+                valid += 1
+            }
         }
         print("profile loop: \(valid) valid")
+    } else if let name = option("--profile-json"), let fixture = try Fixture.named(name) {
+        // Writing a fresh verdict's JSON (what a full verification over HTTP answers).
+        let verdict = try fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now).get()
+        var bytes = 0
+        for _ in 0..<(option("--iterations").flatMap(Int.init) ?? 1_000_000) {
+            var copy = verdict
+            copy.extra = verdict.extra
+            bytes &+= copy.jsonBytes.count
+        }
+        print("wrote \(bytes) bytes")
+    } else if arguments.contains("--overhead") {
+        // Only the per-token cost beyond OpenSSL's verify, per algorithm (for iterating on the hot loop).
+        for fixture in try Fixture.all() {
+            let raw = try RawOpenSSLVerifier(fixture: fixture)
+            let verifier = TokenVerifier(policy: fixture.verifier.policy, keySource: fixture.verifier.keySource)
+            let overhead = Measure.interleavedOverheadNs(seconds: 2) {
+                raw.verify()
+            } full: {
+                if case .success = verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) { return true }
+                return false
+            }
+            // Split: the crypto layer alone (hashing the signing input, the signature's form, the pooled context) on
+            // the key as tokenguard holds it, against the same raw verify.
+            guard case .success(let keys) = fixture.verifier.keySource.currentKeys(), let key = keys.keys.first?.publicKey,
+                let algorithm = SignatureAlgorithm(rawValue: fixture.name)
+            else { throw RunnerError("no key for \(fixture.name)") }
+            let parts = fixture.token.split(separator: ".")
+            let message = Array("\(parts[0]).\(parts[1])".utf8)
+            let signature = Base64URL.decode(String(parts[2])) ?? []
+            let crypto = Measure.interleavedOverheadNs(seconds: 1) {
+                raw.verify()
+            } full: {
+                if case .success = SignatureVerifier.verify(signature: signature, message: message, key: key, algorithm: algorithm) { return true }
+                return false
+            }
+            print(String(format: "%@ overhead %.2f µs/token, of which the crypto layer %.2f", fixture.name, overhead / 1000, crypto / 1000))
+            if arguments.contains("--pieces") {
+                let bytes = Array(fixture.token.utf8)
+                func ns(_ body: () -> Bool) -> Double { 1e9 / Measure.rate(seconds: 0.3, body) }
+                let jws = try CompactJWS.parse(bytes, maxBytes: 16384)
+                print(String(format: "  alphabet %.0f ns", ns { CompactJWSAlphabet.admits(fixture.token) }))
+                print(String(format: "  Array(utf8) %.0f ns", ns { Array(fixture.token.utf8).count > 0 }))
+                print(String(format: "  CompactJWS.parse %.0f ns", ns { (try? CompactJWS.parse(bytes, maxBytes: 16384)) != nil }))
+                print(String(format: "  base64 payload %.0f ns", ns { Base64URL.decode(parts[1].utf8) != nil }))
+                print(String(format: "  index payload %.0f ns", ns { (try? IndexedJSONObject(jws.payload)) != nil }))
+                print(String(format: "  tree payload %.0f ns", ns { (try? JSONParser.parseObject(jws.payload)) != nil }))
+                print(String(format: "  sha256 hex nonce %.0f ns", ns { SHA256.hexDigest(fixture.nonce.utf8).utf8.count == 64 }))
+                let mdctx = EVP_MD_CTX_new()
+                let md = EVP_MD_fetch(nil, "SHA256", nil)
+                var out = [UInt8](repeating: 0, count: 32)
+                let nonceBytes = Array(fixture.nonce.utf8)
+                print(
+                    String(
+                        format: "  reused EVP_MD_CTX init_ex2 %.0f ns",
+                        ns {
+                            EVP_DigestInit_ex2(mdctx, md, nil) == 1 && EVP_DigestUpdate(mdctx, nonceBytes, nonceBytes.count) == 1
+                                && EVP_DigestFinal_ex(mdctx, &out, nil) == 1
+                        }))
+                print(
+                    String(
+                        format: "  reused EVP_MD_CTX init_ex(nil md) %.0f ns",
+                        ns {
+                            EVP_DigestInit_ex(mdctx, nil, nil) == 1 && EVP_DigestUpdate(mdctx, nonceBytes, nonceBytes.count) == 1
+                                && EVP_DigestFinal_ex(mdctx, &out, nil) == 1
+                        }))
+                print(String(format: "  EVP_Digest %.0f ns", ns { EVP_Digest(nonceBytes, nonceBytes.count, &out, nil, md, nil) == 1 }))
+                print(
+                    String(
+                        format: "  currentKeys %.0f ns",
+                        ns {
+                            if case .success = fixture.verifier.keySource.currentKeys() { return true }
+                            return false
+                        }))
+                let verdict = try fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now).get()
+                print(
+                    String(
+                        format: "  verdict json (fresh) %.0f ns",
+                        ns {
+                            var copy = verdict
+                            copy.extra = verdict.extra
+                            return copy.jsonBytes.count > 0
+                        }))
+            }
+        }
     } else if let config = option("--serve-child"), let port = arguments.last.flatMap(Int.init) {
         try await Children.serve(config: config, port: port)
     } else if let pem = option("--jwtkit-serve-child") {

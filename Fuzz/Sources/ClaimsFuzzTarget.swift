@@ -11,9 +11,9 @@ import TokenGuardService
 /// for; checking twice gives the same outcome.
 enum ClaimsFuzzTarget {
     static let target = FuzzTarget(name: "claims", summary: "claims reader and provider claim checks on arbitrary payloads") { bytes in
-        guard let claims = try? JSONParser.parseObject(bytes) else { return }
+        guard let claims = try? IndexedJSONObject(bytes) else { return }
         let reader = ClaimsReader(claims: claims)
-        for name in claims.names.prefix(16) {
+        for name in claims.materialized().names.prefix(16) {
             _ = try? reader.numericDate(name)
             _ = try? reader.string(name)
         }
@@ -39,7 +39,7 @@ enum ClaimsFuzzTarget {
         }
     }
 
-    static func checkAccepted(_ verdict: Verdict, _ claims: JSONObject, _ policy: ProviderPolicy, nonce: String?) {
+    static func checkAccepted(_ verdict: Verdict, _ claims: IndexedJSONObject, _ policy: ProviderPolicy, nonce: String?) {
         let now = FuzzFixtures.now
         let leeway = policy.leewaySeconds
         guard let expiresAt = verdict.expiresAt else { fatalError("\(policy.name): accepted without exp") }

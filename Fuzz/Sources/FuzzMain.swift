@@ -29,7 +29,7 @@ struct FuzzTarget: Sendable {
 let allTargets: [FuzzTarget] = [
     JWSFuzzTarget.target, JWKSFuzzTarget.target, ClaimsFuzzTarget.target, ConfigFuzzTarget.target,
     BatchLinesFuzzTarget.target, HTTPRequestFuzzTarget.target, UpstreamFuzzTarget.opaque, UpstreamFuzzTarget.discovery,
-    ForwardAuthFuzzTarget.target,
+    ForwardAuthFuzzTarget.target, JSONIndexFuzzTarget.target,
 ]
 
 nonisolated(unsafe) var selectedTarget: FuzzTarget? = nil

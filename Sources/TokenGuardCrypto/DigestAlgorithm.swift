@@ -60,12 +60,40 @@ public enum SHA256 {
 
     /// Lowercase hex of SHA-256(`bytes`): the form Firebase-style apps put in a token's `nonce`.
     public static func hexDigest<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
-        Hex.lowercase(hash(bytes))
+        unsafe withHexDigest(of: bytes) { hex in unsafe String(decoding: hex, as: UTF8.self) }
+    }
+
+    /// Runs `body` with the lowercase hex of SHA-256(`bytes`) in a buffer on the stack (a nonce check compares it
+    /// where it lies: no digest array, no string).
+    public static func withHexDigest<Bytes: Collection<UInt8>, R>(of bytes: Bytes, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 96) { scratch in
+            guard let digest = scratch.baseAddress else { preconditionFailure("a temporary allocation of 96 bytes has an address") }
+            let hex = unsafe digest + 32
+            var size: UInt32 = 0
+            let ok: Int32 =
+                bytes.withContiguousStorageIfAvailable { buffer in
+                    unsafe EVP_Digest(buffer.baseAddress, buffer.count, digest, &size, DigestAlgorithm.sha256.md, nil)
+                }
+                ?? (unsafe Array(bytes).withUnsafeBufferPointer { buffer in
+                    unsafe EVP_Digest(buffer.baseAddress, buffer.count, digest, &size, DigestAlgorithm.sha256.md, nil)
+                })
+            precondition(ok == 1 && size == 32, "EVP_Digest(SHA-256) failed: out of memory")
+            for index in 0..<32 {
+                let byte = unsafe digest[index]
+                unsafe hex[2 * index] = Hex.digit(byte >> 4)
+                unsafe hex[2 * index + 1] = Hex.digit(byte & 0x0F)
+            }
+            return unsafe body(UnsafeBufferPointer(start: hex, count: 64))
+        }
     }
 }
 
 public enum Hex {
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// The lowercase hex digit for a value below 16.
+    @inline(__always)
+    static func digit(_ value: UInt8) -> UInt8 { value < 10 ? value &+ 0x30 : value &+ 0x57 }
 
     public static func lowercase<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
         var out: [UInt8] = []

@@ -25,20 +25,26 @@ public enum SignatureVerifier {
         algorithm: SignatureAlgorithm
     ) -> Result<Void, Failure> {
         guard algorithm.keyType == key.keyType else { return .failure(.keyTypeMismatch) }
-        let signatureBytes: [UInt8]
-        if case .ec(let curve) = key.keyType {
-            switch ECDSASignature.derFromRaw(signature, curve: curve) {
-            case .success(let der): signatureBytes = der
-            case .failure(let failure): return .failure(failure)
+        return unsafe withContiguousBytes(signature) { signaturePointer, signatureCount in
+            unsafe withContiguousBytes(message) { messagePointer, messageCount in
+                let raw = unsafe UnsafeBufferPointer(start: signaturePointer, count: signatureCount)
+                if case .ec(let curve) = key.keyType {
+                    // The DER form is at most 2 × (coordinate + 3) + 3 bytes: written on the stack, not in arrays.
+                    return unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * curve.coordinateByteCount + 9) { der in
+                        switch unsafe ECDSASignature.derFromRaw(raw, curve: curve, into: der) {
+                        case .failure(let failure): return .failure(failure)
+                        case .success(let count):
+                            let ok = unsafe verifyDigest(
+                                UnsafeBufferPointer(rebasing: der[..<count]), messagePointer, messageCount, key: key, algorithm: algorithm)
+                            return ok ? .success(()) : .failure(.mismatch)
+                        }
+                    }
+                }
+                if key.keyType == .rsa && signatureCount != (key.bits + 7) / 8 { return .failure(.badSignatureLength) }
+                let ok = unsafe verifyDigest(raw, messagePointer, messageCount, key: key, algorithm: algorithm)
+                return ok ? .success(()) : .failure(.mismatch)
             }
-        } else {
-            if key.keyType == .rsa && signature.count != (key.bits + 7) / 8 { return .failure(.badSignatureLength) }
-            signatureBytes = Array(signature)
         }
-        let ok = unsafe withContiguousBytes(message) { messagePointer, messageCount in
-            unsafe verifyDigest(signatureBytes, messagePointer, messageCount, key: key, algorithm: algorithm)
-        }
-        return ok ? .success(()) : .failure(.mismatch)
     }
 
     private static func withContiguousBytes<C: Collection<UInt8>, R>(
@@ -52,26 +58,27 @@ public enum SignatureVerifier {
     }
 
     private static func verifyDigest(
-        _ signature: [UInt8],
+        _ signature: UnsafeBufferPointer<UInt8>,
         _ message: UnsafePointer<UInt8>?,
         _ messageCount: Int,
         key: PublicKey,
         algorithm: SignatureAlgorithm
     ) -> Bool {
         if let digestAlgorithm = algorithm.digest {
-            // Hash once with the fetched digest, then verify the digest on a pooled, already initialised
-            // EVP_PKEY_CTX: the per-call cost is OpenSSL's verify itself, as in the raw limit.
-            var digest = [UInt8](repeating: 0, count: digestAlgorithm.outputByteCount)
-            var size: UInt32 = 0
-            guard unsafe EVP_Digest(message, messageCount, &digest, &size, digestAlgorithm.md, nil) == 1 else {
-                _ = OpenSSLError.drainErrorQueue()
-                return false
+            // Hash once with the fetched digest (into a stack buffer), then verify the digest on a pooled, already
+            // initialised EVP_PKEY_CTX: the per-call cost is OpenSSL's verify itself, as in the raw limit.
+            return unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { digest in
+                var size: UInt32 = 0
+                guard unsafe EVP_Digest(message, messageCount, digest.baseAddress, &size, digestAlgorithm.md, nil) == 1 else {
+                    _ = OpenSSLError.drainErrorQueue()
+                    return false
+                }
+                return unsafe key.withVerifyContext(for: algorithm) { ctx in
+                    let result = unsafe EVP_PKEY_verify(ctx, signature.baseAddress, signature.count, digest.baseAddress, Int(size))
+                    if result != 1 { _ = OpenSSLError.drainErrorQueue() }
+                    return result == 1
+                } ?? false
             }
-            return unsafe key.withVerifyContext(for: algorithm) { ctx in
-                let result = unsafe EVP_PKEY_verify(ctx, signature, signature.count, digest, Int(size))
-                if result != 1 { _ = OpenSSLError.drainErrorQueue() }
-                return result == 1
-            } ?? false
         }
         // Ed25519 has no pre-hashed form: copy an initialised context (cheaper than initialising one).
         guard let template = key.verificationTemplate(for: algorithm), let ctx = unsafe EVP_MD_CTX_new() else { return false }
@@ -80,9 +87,7 @@ public enum SignatureVerifier {
             _ = OpenSSLError.drainErrorQueue()
             return false
         }
-        let result = unsafe signature.withUnsafeBufferPointer { sig in
-            unsafe EVP_DigestVerify(ctx, sig.baseAddress, sig.count, message, messageCount)
-        }
+        let result = unsafe EVP_DigestVerify(ctx, signature.baseAddress, signature.count, message, messageCount)
         if result != 1 { _ = OpenSSLError.drainErrorQueue() }
         return result == 1
     }
@@ -90,26 +95,50 @@ public enum SignatureVerifier {
 
 /// JWS ECDSA signatures are raw `r || s` (IEEE P1363); OpenSSL wants DER. This converts, strictly.
 enum ECDSASignature {
+    /// The DER form of `raw`, as an array (tests and callers that hold no buffer).
     static func derFromRaw(_ raw: some Collection<UInt8>, curve: EllipticCurve) -> Result<[UInt8], SignatureVerifier.Failure> {
-        let size = curve.coordinateByteCount
         let bytes = Array(raw)
-        guard bytes.count == 2 * size else { return .failure(.badSignatureLength) }
-        let r = bytes[0..<size]
-        let s = bytes[size...]
-        guard r.contains(where: { $0 != 0 }), s.contains(where: { $0 != 0 }) else { return .failure(.zeroComponent) }
-        let rDER = derInteger(r)
-        let sDER = derInteger(s)
-        let body = rDER + sDER
-        return .success([0x30] + derLength(body.count) + body)
+        return unsafe bytes.withUnsafeBufferPointer { input in
+            unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * curve.coordinateByteCount + 9) { der in
+                unsafe derFromRaw(input, curve: curve, into: der).map { unsafe Array(der[..<$0]) }
+            }
+        }
     }
 
-    private static func derInteger(_ magnitude: ArraySlice<UInt8>) -> [UInt8] {
-        var value = Array(magnitude.drop(while: { $0 == 0 }))
-        if let first = value.first, first & 0x80 != 0 { value.insert(0, at: 0) }
-        return [0x02] + derLength(value.count) + value
-    }
-
-    private static func derLength(_ count: Int) -> [UInt8] {
-        count < 0x80 ? [UInt8(count)] : [0x81, UInt8(count)]
+    /// Writes the DER form of `raw` into `der` (at least 2 × coordinate + 9 bytes); returns the bytes written.
+    static func derFromRaw(
+        _ raw: UnsafeBufferPointer<UInt8>, curve: EllipticCurve, into der: UnsafeMutableBufferPointer<UInt8>
+    ) -> Result<Int, SignatureVerifier.Failure> {
+        let size = curve.coordinateByteCount
+        guard raw.count == 2 * size, der.count >= 2 * size + 9 else { return .failure(.badSignatureLength) }
+        let r = unsafe UnsafeBufferPointer(rebasing: raw[0..<size])
+        let s = unsafe UnsafeBufferPointer(rebasing: raw[size...])
+        guard unsafe r.contains(where: { $0 != 0 }), unsafe s.contains(where: { $0 != 0 }) else { return .failure(.zeroComponent) }
+        // Each INTEGER: the magnitude without leading zeros, with one 0x00 first when its top bit is set.
+        func integerLength(_ magnitude: UnsafeBufferPointer<UInt8>) -> (start: Int, length: Int) {
+            let start = unsafe magnitude.firstIndex(where: { $0 != 0 }) ?? magnitude.count
+            let padded = unsafe start < magnitude.count && magnitude[start] & 0x80 != 0
+            return (start, magnitude.count - start + (padded ? 1 : 0))
+        }
+        let (rStart, rLength) = unsafe integerLength(r)
+        let (sStart, sLength) = unsafe integerLength(s)
+        let bodyLength = 2 + rLength + 2 + sLength
+        var position = 0
+        func put(_ byte: UInt8) {
+            unsafe der[position] = byte
+            position += 1
+        }
+        func putInteger(_ magnitude: UnsafeBufferPointer<UInt8>, _ start: Int, _ length: Int) {
+            put(0x02)
+            put(UInt8(length))
+            if length > magnitude.count - start { put(0) }
+            for index in start..<magnitude.count { put(unsafe magnitude[index]) }
+        }
+        put(0x30)
+        if bodyLength >= 0x80 { put(0x81) }
+        put(UInt8(bodyLength))
+        unsafe putInteger(r, rStart, rLength)
+        unsafe putInteger(s, sStart, sLength)
+        return .success(position)
     }
 }

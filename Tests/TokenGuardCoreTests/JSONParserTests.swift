@@ -97,3 +97,63 @@ struct Base64URLTests {
         #expect(Base64URL.decode("-_8") == [0xFB, 0xFF])
     }
 }
+
+/// The payload index must read every document exactly as the tree parser does (the `json-index` fuzz target checks
+/// the same properties on arbitrary bytes).
+struct IndexedJSONObjectTests {
+    static let documents: [String] = [
+        "{}", " { } ", "[]", "1", "\"x\"", "", "{", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "{\"a\":1}\u{0}", "{} {}",
+        "{\"iss\":\"x\",\"iss\":\"y\"}", "{\"i\\u0073s\":\"x\",\"iss\":\"y\"}", "{\"iss\":\"x\",\"i\\u0073s\":\"y\"}",
+        "{\"i\\u0073s\":\"x\",\"\\u0069ss\":\"y\"}", "{\"é\":1,\"\\u00e9\":2}", "{\"e\\u0301\":1,\"é\":2}",
+        "{\"a\":\"\\ud800\"}", "{\"a\":\"\\ud83d\\ude00\",\"b\":\"caf\u{e9}\"}", "{\"a\":1e400}", "{\"a\":-0,\"b\":1.0,\"c\":1E2,\"d\":0.1}",
+        "{\"a\":9223372036854775808,\"b\":-9223372036854775808}",
+        "{\"a\":-0,\"b\":0,\"c\":-1,\"d\":-12345678901234567,\"e\":123456789012345678,\"f\":1234567890123456789}",
+        "{\"a\":9223372036854775807,\"b\":-9223372036854775807,\"c\":-0.0,\"d\":0e0,\"e\":-0E-0,\"f\":10.50}",
+        "{\"a\":[-0,1,-1e0],\"b\":{\"c\":-0},\"t\":true,\"f\":false,\"n\":null}", "{\"a\":\"x\\/y\\\"z\\\\\",\"b\":\"\\u0000\"}",
+        "{\"a\":{\"b\":1,\"b\":2}}", "{\"a\":[1,{\"c\":[true,false,null]}], \"n\" : null }", "{\"a\":\"\t\"}", "{\"a\":tru}",
+        String(repeating: "{\"a\":", count: 31) + "1" + String(repeating: "}", count: 31),
+        String(repeating: "{\"a\":", count: 32) + "1" + String(repeating: "}", count: 32),
+        String(repeating: "{\"a\":", count: 33) + "1" + String(repeating: "}", count: 33),
+        "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k\\u0033\":0}",
+        "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k\\u0034\\u0030\":0}",
+        "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + "}",
+    ]
+
+    @Test("accepts what the parser accepts, with its errors, its values and JSONWriter's bytes", arguments: documents)
+    func agreesWithParser(text: String) throws {
+        let bytes = Array(text.utf8)
+        let tree: Result<JSONObject, JSONParser.Error> = Result { () throws(JSONParser.Error) in try JSONParser.parseObject(bytes) }
+        let index: Result<IndexedJSONObject, JSONParser.Error> = Result { () throws(JSONParser.Error) in try IndexedJSONObject(bytes) }
+        switch (tree, index) {
+        case (.failure(let treeError), .failure(let indexError)):
+            #expect(treeError == indexError)
+        case (.success(let object), .success(let indexed)):
+            #expect(indexed.count == object.count)
+            for member in object.members { #expect(indexed[member.name] == member.value, "\(member.name)") }
+            #expect(indexed["iss"] == object["iss"])
+            #expect(indexed.materialized() == object)
+            var written: [UInt8] = []
+            indexed.writeCanonical(into: &written)
+            #expect(written == JSONWriter.bytes(.object(object)))
+        default:
+            Issue.record("the index and the parser disagree on \(text.debugDescription): \(tree) / \(index)")
+        }
+    }
+
+    @Test("JSONWriter's integers", arguments: [Int64.min, Int64.min + 1, -10, -1, 0, 1, 9, 10, 1_700_000_000, Int64.max])
+    func integers(value: Int64) {
+        #expect(JSONWriter.bytes(.integer(value)) == Array(String(value).utf8))
+    }
+
+    @Test("a verdict's JSON bytes are its tree's JSON, claims included")
+    func verdictBytes() throws {
+        let payload = Array(#" {"sub" : "s", "a":[1, {"b": "\u00e9\/"}], "n": -0, "f": 1.0e2, "t": true} "#.utf8)
+        let verdict = Verdict(
+            provider: "apple", subject: "s", userID: "s", issuer: "i", audience: "a", expiresAt: 2, issuedAt: 1, keyID: "k",
+            email: nil, emailVerified: false, tenantID: nil, claims: try JSONParser.parseObject(payload))
+        #expect(verdict.jsonBytes == JSONWriter.bytes(.object(verdict.json)))
+        // A tree given to a verdict is kept as its JSON text, which reads back as written: 1.0e2 is written 100.
+        #expect(verdict.claim("f") == .integer(100))
+        #expect(verdict.claim("missing") == nil)
+    }
+}

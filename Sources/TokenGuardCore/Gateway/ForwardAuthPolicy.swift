@@ -143,14 +143,12 @@ public enum ClaimSource: Sendable, Equatable {
         case .audience: return .string(verdict.audience)
         case .expiresAt: return verdict.expiresAt.map(JSONValue.integer)
         case .claim(let path):
-            var object = verdict.claims
-            for (index, name) in path.enumerated() {
-                guard let value = object[name] else { return nil }
-                if index == path.count - 1 { return value == .null ? nil : value }
-                guard let next = value.objectValue else { return nil }
-                object = next
+            guard let first = path.first, var value = verdict.claim(first) else { return nil }
+            for name in path.dropFirst() {
+                guard let next = value.objectValue?[name] else { return nil }
+                value = next
             }
-            return nil
+            return value == .null ? nil : value
         }
     }
 }

@@ -22,52 +22,67 @@ public enum Base64URL {
     public static func decode(_ string: String) -> [UInt8]? { decode(Array(string.utf8)) }
 
     static func decode(buffer: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        let count = buffer.count
-        let remainder = count % 4
-        if remainder == 1 { return nil }
-        let outputCount = count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
+        guard let outputCount = decodedCount(buffer.count) else { return nil }
         var valid = true
         let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
-            decodeTable.withUnsafeBufferPointer { table in
-                var index = 0
-                var position = 0
-                let fullEnd = count - remainder
-                var bad: UInt8 = 0
-                while index < fullEnd {
-                    let a = table[Int(buffer[index])]
-                    let b = table[Int(buffer[index + 1])]
-                    let c = table[Int(buffer[index + 2])]
-                    let d = table[Int(buffer[index + 3])]
-                    bad |= a | b | c | d
-                    out[position] = a << 2 | b >> 4
-                    out[position + 1] = (b & 0x0F) << 4 | c >> 2
-                    out[position + 2] = (c & 0x03) << 6 | d
-                    index += 4
-                    position += 3
-                }
-                if remainder == 2 {
-                    let a = table[Int(buffer[index])]
-                    let b = table[Int(buffer[index + 1])]
-                    bad |= a | b
-                    if b & 0x0F != 0 { valid = false }  // non-zero trailing bits: not canonical
-                    out[position] = a << 2 | b >> 4
-                    position += 1
-                } else if remainder == 3 {
-                    let a = table[Int(buffer[index])]
-                    let b = table[Int(buffer[index + 1])]
-                    let c = table[Int(buffer[index + 2])]
-                    bad |= a | b | c
-                    if c & 0x03 != 0 { valid = false }
-                    out[position] = a << 2 | b >> 4
-                    out[position + 1] = (b & 0x0F) << 4 | c >> 2
-                    position += 2
-                }
-                // Invalid characters map to 0xFF, so any of them sets the top bits.
-                if bad & 0xC0 != 0 { valid = false }
-                initialized = position
-            }
+            valid = decode(buffer, into: out)
+            initialized = outputCount
         }
         return valid ? output : nil
+    }
+
+    /// The number of bytes `count` characters decode to; nil for a length no canonical encoding has.
+    static func decodedCount(_ count: Int) -> Int? {
+        let remainder = count % 4
+        if remainder == 1 { return nil }
+        return count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
+    }
+
+    /// Decodes `buffer` into `out`, which holds exactly ``decodedCount(_:)`` bytes; false when `buffer` is not
+    /// canonical unpadded base64url (`out` then holds garbage).
+    static func decode(_ buffer: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        let count = buffer.count
+        let remainder = count % 4
+        guard let expected = decodedCount(count), out.count == expected else { return false }
+        var valid = true
+        decodeTable.withUnsafeBufferPointer { table in
+            var index = 0
+            var position = 0
+            let fullEnd = count - remainder
+            var bad: UInt8 = 0
+            while index < fullEnd {
+                let a = table[Int(buffer[index])]
+                let b = table[Int(buffer[index + 1])]
+                let c = table[Int(buffer[index + 2])]
+                let d = table[Int(buffer[index + 3])]
+                bad |= a | b | c | d
+                out[position] = a << 2 | b >> 4
+                out[position + 1] = (b & 0x0F) << 4 | c >> 2
+                out[position + 2] = (c & 0x03) << 6 | d
+                index += 4
+                position += 3
+            }
+            if remainder == 2 {
+                let a = table[Int(buffer[index])]
+                let b = table[Int(buffer[index + 1])]
+                bad |= a | b
+                if b & 0x0F != 0 { valid = false }  // non-zero trailing bits: not canonical
+                out[position] = a << 2 | b >> 4
+                position += 1
+            } else if remainder == 3 {
+                let a = table[Int(buffer[index])]
+                let b = table[Int(buffer[index + 1])]
+                let c = table[Int(buffer[index + 2])]
+                bad |= a | b | c
+                if c & 0x03 != 0 { valid = false }
+                out[position] = a << 2 | b >> 4
+                out[position + 1] = (b & 0x0F) << 4 | c >> 2
+                position += 2
+            }
+            // Invalid characters map to 0xFF, so any of them sets the top bits.
+            if bad & 0xC0 != 0 { valid = false }
+        }
+        return valid
     }
 
     public static func encode(_ bytes: some Collection<UInt8>) -> String {

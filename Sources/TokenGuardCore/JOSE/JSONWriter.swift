@@ -23,7 +23,7 @@ public enum JSONWriter {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .integer(let i): out.append(contentsOf: String(i).utf8)
+        case .integer(let i): writeInteger(i, into: &out)
         case .number(let d):
             if d == d.rounded(), abs(d) < 9.007_199_254_740_992e15 {
                 out.append(contentsOf: String(Int64(d)).utf8)
@@ -51,6 +51,23 @@ public enum JSONWriter {
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// An integer's decimal digits, as `String(value)` writes them, without making the string.
+    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        // The magnitude as UInt64: Int64.min has no positive Int64.
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes on the stack: 20 digits at most
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var index = buffer.count
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]))
+        }
+    }
 
     /// Runs of bytes that need no escape are copied whole; only `"`, `\\` and control bytes are written one by one.
     static func writeString(_ string: String, into out: inout [UInt8]) {

@@ -1,6 +1,6 @@
 /// Typed reads of payload claims, each failing with a coded error instead of trapping or coercing.
 struct ClaimsReader {
-    let claims: JSONObject
+    let claims: IndexedJSONObject
 
     /// Latest NumericDate accepted: 9999-12-31T23:59:59Z. Anything later is nonsense or an overflow attempt.
     static let maximumNumericDate: Int64 = NumericDate.maximum

@@ -106,7 +106,7 @@ extension TokenVerifier {
             add("token-type", false, error.description + note)
             fail(error)
         }
-        let claims: JSONObject
+        let claims: IndexedJSONObject
         do {
             claims = try payloadClaims(jws)
         } catch {

@@ -30,10 +30,10 @@ extension TokenVerifier {
                 guard now - issuedAt <= Self.maximumNotificationAgeSeconds else {
                     throw VerificationError(.tokenExpired, "the notification was issued over \(Self.maximumNotificationAgeSeconds / 86_400) days ago")
                 }
-                guard claims["events"] != nil else {
+                guard claims.contains("events") else {
                     throw VerificationError(.invalidTokenType, "the payload carries no events: not a server-to-server notification")
                 }
-                return .success(claims)
+                return .success(claims.materialized())
             } catch {
                 return .failure(error)
             }

@@ -55,7 +55,7 @@ public struct TokenVerifier: Sendable {
         cache.store(
             token,
             VerifiedTokenCache.Entry(
-                verdict: verdict, keyBinding: key.binding, nonceClaim: verdict.claims["nonce"]?.stringValue,
+                verdict: verdict, keyBinding: key.binding, nonceClaim: verdict.claim("nonce")?.stringValue,
                 expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
     }
 
@@ -176,9 +176,10 @@ public struct TokenVerifier: Sendable {
         return (try checkClaims(claims, key: key, nonce: nonce, now: now), key)
     }
 
-    func payloadClaims(_ jws: CompactJWS) throws(VerificationError) -> JSONObject {
+    /// The payload checked as one JSON object and indexed: only the members the checks read are decoded.
+    func payloadClaims(_ jws: CompactJWS) throws(VerificationError) -> IndexedJSONObject {
         do {
-            return try JSONParser.parseObject(jws.payload)
+            return try IndexedJSONObject(jws.payload)
         } catch {
             throw VerificationError(.malformedToken, "the payload is not a valid JSON object: \(error)")
         }
@@ -221,7 +222,7 @@ public struct TokenVerifier: Sendable {
         throw VerificationError(.invalidSignature, "the signature does not verify with key \"\((jws.header.keyID ?? "").prefix(64))\"")
     }
 
-    func checkClaims(_ claims: JSONObject, key: VerificationKey, nonce: String?, now: Int64) throws(VerificationError) -> Verdict {
+    func checkClaims(_ claims: IndexedJSONObject, key: VerificationKey, nonce: String?, now: Int64) throws(VerificationError) -> Verdict {
         let reader = ClaimsReader(claims: claims)
         let (issuer, tenantID) = try checkIssuer(reader, key: key)
         let audience = try checkAudience(reader)
@@ -240,7 +241,7 @@ public struct TokenVerifier: Sendable {
         try checkNonce(claimed: try reader.string("nonce"), requested: nonce)
         // A signed payload carrying `events` is a provider's server-to-server notification (Apple signs those with
         // the same keys, for the same audience): never a sign-in.
-        if claims["events"] != nil {
+        if claims.contains("events") {
             throw VerificationError(.invalidTokenType, "the payload carries events: a server-to-server notification is not an ID token")
         }
         let subject = try reader.requiredString("sub")
@@ -256,7 +257,7 @@ public struct TokenVerifier: Sendable {
 
     /// Apple's account flags, normalised: `is_private_email` a boolean (Apple sent the string "true" before 2024;
     /// absent is false), `real_user_status` an integer 0–2 (0 unsupported, 1 unknown, 2 likely real) or null.
-    static func appleFields(_ claims: JSONObject) -> JSONObject {
+    static func appleFields(_ claims: IndexedJSONObject) -> JSONObject {
         let isPrivate: Bool
         switch claims["is_private_email"] {
         case .bool(let flag)?: isPrivate = flag
@@ -414,12 +415,12 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(.invalidRequest, "nonce is longer than \(Self.maximumNonceBytes) bytes")
         }
         guard let claimed else { throw VerificationError(.nonceMissing, "a nonce was given but the token carries none") }
-        let expected: String
+        let matches: Bool
         switch policy.nonceMode {
-        case .sha256: expected = SHA256.hexDigest(requested.utf8)
-        case .raw: expected = requested
+        case .sha256: matches = SHA256.withHexDigest(of: requested.utf8) { expected in ConstantTime.equals(expected, claimed.utf8) }
+        case .raw: matches = ConstantTime.equals(requested.utf8, claimed.utf8)
         }
-        guard ConstantTime.equals(expected.utf8, claimed.utf8) else {
+        guard matches else {
             throw VerificationError(
                 .nonceMismatch,
                 policy.nonceMode == .sha256

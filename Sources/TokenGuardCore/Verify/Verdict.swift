@@ -3,7 +3,8 @@ import TokenGuardSync
 /// A token that verified: the contract's verdict fields, plus every payload claim.
 ///
 /// The fields live in one shared, immutable object: a verdict served from the verified-token cache is copied with a
-/// few reference-count operations, not one per field.
+/// few reference-count operations, not one per field. The claims are kept as the checked payload, indexed: a member is
+/// decoded when asked for (``claim(_:)``), and the verdict's JSON writes them straight from the payload's bytes.
 public struct Verdict: Sendable, Equatable {
     private final class Fields: Sendable {
         let provider: String
@@ -17,11 +18,11 @@ public struct Verdict: Sendable, Equatable {
         let email: String?
         let emailVerified: Bool
         let tenantID: String?
-        let claims: JSONObject
+        let claims: IndexedJSONObject
 
         init(
             provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?, issuedAt: Int64?,
-            keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: JSONObject
+            keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject
         ) {
             self.provider = provider
             self.subject = subject
@@ -53,7 +54,10 @@ public struct Verdict: Sendable, Equatable {
     /// Normalised to a boolean: Apple sent the string `"true"` before 2024; absent means false.
     public var emailVerified: Bool { fields.emailVerified }
     public var tenantID: String? { fields.tenantID }
-    public var claims: JSONObject { fields.claims }
+    /// Every payload claim as a tree, decoded on each call; ``claim(_:)`` decodes one.
+    public var claims: JSONObject { fields.claims.materialized() }
+    /// One payload claim, decoded; nil when the token does not carry it.
+    public func claim(_ name: String) -> JSONValue? { fields.claims[name] }
     /// Provider-specific verdict fields, written before `claims` (Apple's `is_private_email` and `real_user_status`,
     /// a `facebook` provider's `login`).
     public var extra = JSONObject() { didSet { encoding = EncodedVerdict() } }
@@ -64,6 +68,16 @@ public struct Verdict: Sendable, Equatable {
     public init(
         provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
         issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: JSONObject
+    ) {
+        self.init(
+            provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
+            issuedAt: issuedAt, keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID,
+            claims: IndexedJSONObject(claims))
+    }
+
+    init(
+        provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
+        issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject
     ) {
         fields = Fields(
             provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt, issuedAt: issuedAt,
@@ -77,13 +91,69 @@ public struct Verdict: Sendable, Equatable {
             && lhs.extra == rhs.extra
     }
 
-    /// ``json`` as compact JSON bytes, written on first use.
-    public var jsonBytes: [UInt8] { encoding.bytes { JSONWriter.bytes(.object(json)) } }
+    /// ``json`` as compact JSON bytes, written on first use: the same bytes as `JSONWriter.bytes(.object(json))`, with
+    /// the claims written from the payload without building their tree.
+    public var jsonBytes: [UInt8] {
+        encoding.bytes {
+            // Written member by member, in ``head``'s order, with JSONWriter's own string and number forms.
+            var out: [UInt8] = []
+            out.reserveCapacity(fields.claims.span.count + 512)
+            func name(_ name: StaticString) {
+                out.append(UInt8(ascii: out.isEmpty ? "{" : ","))
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+                out.append(contentsOf: #"":"#.utf8)
+            }
+            func string(_ value: String?) {
+                if let value { JSONWriter.writeString(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
+            }
+            func integer(_ value: Int64?) {
+                if let value { JSONWriter.writeInteger(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
+            }
+            name("valid")
+            out.append(contentsOf: "true".utf8)
+            name("provider")
+            string(provider)
+            name("subject")
+            string(subject)
+            name("user_id")
+            string(userID)
+            name("issuer")
+            string(issuer)
+            name("audience")
+            string(audience)
+            name("expires_at")
+            integer(expiresAt)
+            name("issued_at")
+            integer(issuedAt)
+            name("key_id")
+            string(keyID)
+            name("email")
+            string(email)
+            name("email_verified")
+            out.append(contentsOf: (emailVerified ? "true" : "false").utf8)
+            name("tenant_id")
+            string(tenantID)
+            for extraMember in extra.members {
+                out.append(UInt8(ascii: ","))
+                JSONWriter.writeString(extraMember.name, into: &out)
+                out.append(UInt8(ascii: ":"))
+                JSONWriter.write(extraMember.value, into: &out)
+            }
+            out.append(contentsOf: #","claims":"#.utf8)
+            fields.claims.writeCanonical(into: &out)
+            out.append(UInt8(ascii: "}"))
+            return out
+        }
+    }
 
     /// The verdict as the contract's JSON object.
-    public var json: JSONObject {
+    public var json: JSONObject { JSONObject(head + [("claims", .object(claims))]) }
+
+    /// Every member before `claims`, in the contract's order.
+    private var head: [(String, JSONValue)] {
         func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        return JSONObject(
+        return
             [
                 ("valid", .bool(true)),
                 ("provider", .string(provider)),
@@ -97,7 +167,7 @@ public struct Verdict: Sendable, Equatable {
                 ("email", optional(email)),
                 ("email_verified", .bool(emailVerified)),
                 ("tenant_id", optional(tenantID)),
-            ] + extra.members.map { ($0.name, $0.value) } + [("claims", .object(claims))])
+            ] + extra.members.map { ($0.name, $0.value) }
     }
 }
 

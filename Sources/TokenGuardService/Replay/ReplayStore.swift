@@ -102,7 +102,7 @@ package struct ReplayGuard: Sendable {
     package func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
         guard case .success(let verdict) = result else { return result }
         let keys = ReplayKeys.keys(
-            provider: provider, token: token, jti: verdict.claims["jti"]?.stringValue, nonceClaim: verdict.claims["nonce"]?.stringValue)
+            provider: provider, token: token, jti: verdict.claim("jti")?.stringValue, nonceClaim: verdict.claim("nonce")?.stringValue)
         let expiresAt = (verdict.expiresAt ?? clock.seconds + 3600) + leewaySeconds
         switch await store.claim(keys: keys, expiresAt: expiresAt) {
         case .success(true):

@@ -1,0 +1,338 @@
+/// A JSON object checked in one strict pass and indexed, its members located but not decoded.
+///
+/// A token's payload is read this way: the checks need a dozen members and the rest are only echoed, so building a
+/// tree of every claim (a `String` per name and value) is work thrown away. The pass accepts exactly what
+/// ``JSONParser`` accepts — it is made of the same cursor steps (nested objects and arrays go through the parser
+/// itself), duplicate names are refused by their decoded bytes, and when it refuses, the parser is run to give the
+/// same error — so reading a member here or in ``JSONParser/parseObject(_:)`` gives the same value.
+public struct IndexedJSONObject: Sendable {
+    /// Where one member is: its name between the quotes, and its value's bytes.
+    struct Member {
+        var nameStart: Int
+        var nameEnd: Int
+        /// Index into `escapedNames` when the name has escapes (its bytes are not its raw text); -1 otherwise.
+        var escapedName: Int
+        var valueStart: Int
+        var valueEnd: Int
+    }
+
+    /// The document as received (offsets below count from its start).
+    let bytes: ArraySlice<UInt8>
+    /// The object's own bytes, without the whitespace around it.
+    let span: Range<Int>
+    let members: [Member]
+    /// Decoded names of the members whose names carry escapes (rare: `"i\u0073s"`).
+    let escapedNames: [[UInt8]]
+
+    /// Checks `bytes` as one JSON object and indexes its members; throws the parser's own error otherwise.
+    public init(_ bytes: [UInt8]) throws(JSONParser.Error) { try self.init(bytes[...]) }
+
+    /// The same over a slice, kept without a copy (a token's payload within its decoded segments).
+    public init(_ bytes: ArraySlice<UInt8>) throws(JSONParser.Error) {
+        guard let scanned = Self.scan(bytes) else {
+            _ = try JSONParser.parseObject(bytes)
+            // The parser accepted what the scan refused: never expected, but the stricter answer wins.
+            throw JSONParser.Error(message: "the object could not be indexed", offset: 0)
+        }
+        self = scanned
+    }
+
+    /// An object already in memory, written and indexed (verdicts built from an inspection API's answer).
+    public init(_ object: JSONObject) {
+        let bytes = JSONWriter.bytes(.object(object))[...]
+        // JSONWriter writes valid JSON, so the scan cannot refuse it; an empty object is the safe fallback.
+        self = Self.scan(bytes) ?? IndexedJSONObject(bytes: Array("{}".utf8)[...], span: 0..<2, members: [], escapedNames: [])
+    }
+
+    private init(bytes: ArraySlice<UInt8>, span: Range<Int>, members: [Member], escapedNames: [[UInt8]]) {
+        self.bytes = bytes
+        self.span = span
+        self.members = members
+        self.escapedNames = escapedNames
+    }
+
+    public var count: Int { members.count }
+
+    /// The member whose name has exactly these bytes, decoded; nil when absent.
+    public subscript(name: String) -> JSONValue? {
+        guard let member = member(named: name) else { return nil }
+        return value(of: member)
+    }
+
+    /// True when a member has exactly this name.
+    public func contains(_ name: String) -> Bool { member(named: name) != nil }
+
+    /// The whole object as a tree (for callers that want every member).
+    public func materialized() -> JSONObject {
+        // The bytes passed the scan, so the parser accepts them.
+        (try? JSONParser.parseObject(bytes)) ?? JSONObject()
+    }
+
+    /// Writes the object as ``JSONWriter`` writes its tree — the same bytes — without building the tree.
+    public func writeCanonical(into out: inout [UInt8]) {
+        bytes.withUnsafeBufferPointer { buffer in
+            var cursor = JSONParser.Cursor(bytes: buffer)
+            cursor.position = span.lowerBound
+            cursor.writeCanonicalValue(into: &out)
+        }
+    }
+
+    private func member(named name: String) -> Member? {
+        var name = name
+        return name.withUTF8 { wanted in
+            bytes.withUnsafeBufferPointer { buffer in
+                for member in members {
+                    if member.escapedName >= 0 {
+                        if escapedNames[member.escapedName].elementsEqual(wanted) { return member }
+                        continue
+                    }
+                    guard member.nameEnd - member.nameStart == wanted.count else { continue }
+                    let raw = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[member.nameStart..<member.nameEnd]))
+                    if ByteCompare.equal(raw, UnsafeRawBufferPointer(wanted)) { return member }
+                }
+                return nil
+            }
+        }
+    }
+
+    private func value(of member: Member) -> JSONValue? {
+        bytes.withUnsafeBufferPointer { buffer in
+            // A plain string (the common case) is its bytes; anything else is parsed again where it lies.
+            let first = buffer[member.valueStart]
+            if first == UInt8(ascii: "\""), !buffer[member.valueStart..<member.valueEnd].contains(UInt8(ascii: "\\")) {
+                return .string(
+                    String(decoding: UnsafeBufferPointer(rebasing: buffer[(member.valueStart + 1)..<(member.valueEnd - 1)]), as: UTF8.self))
+            }
+            var cursor = JSONParser.Cursor(bytes: buffer)
+            cursor.position = member.valueStart
+            return try? cursor.parseValue(depth: 1)
+        }
+    }
+
+    /// The strict pass: the same steps, in the same order, as ``JSONParser`` on a top-level object. nil: refused.
+    private static func scan(_ bytes: ArraySlice<UInt8>) -> IndexedJSONObject? {
+        bytes.withUnsafeBufferPointer { buffer -> IndexedJSONObject? in
+            var cursor = JSONParser.Cursor(bytes: buffer)
+            var members: [Member] = []
+            var escapedNames: [[UInt8]] = []
+            // Small objects check duplicates by scanning; larger ones switch to a set so the check stays linear.
+            var seen: Set<ByteKey>? = nil
+            do throws(JSONParser.Error) {
+                cursor.skipWhitespace()
+                let start = cursor.position
+                guard start < buffer.count, buffer[start] == UInt8(ascii: "{") else { return nil }
+                cursor.position += 1
+                cursor.skipWhitespace()
+                if cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "}") {
+                    cursor.position += 1
+                } else {
+                    members.reserveCapacity(16)
+                    while true {
+                        cursor.skipWhitespace()
+                        guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\"") else { return nil }
+                        let (nameRange, decoded) = try cursor.scanString()
+                        var member = Member(
+                            nameStart: nameRange.lowerBound, nameEnd: nameRange.upperBound, escapedName: -1, valueStart: 0, valueEnd: 0)
+                        if let decoded {
+                            member.escapedName = escapedNames.count
+                            escapedNames.append(decoded)
+                        }
+                        if seen == nil && members.count >= 16 {
+                            seen = Set(members.map { ByteKey(bytes: name(of: $0, in: buffer, escapedNames: escapedNames)) })
+                        }
+                        if seen != nil {
+                            let key = ByteKey(bytes: decoded ?? Array(buffer[nameRange]))
+                            guard seen?.insert(key).inserted == true else { return nil }
+                        } else if hasMember(named: nameRange, decoded: decoded, among: members, escapedNames: escapedNames, in: buffer) {
+                            return nil
+                        }
+                        cursor.skipWhitespace()
+                        guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: ":") else { return nil }
+                        cursor.position += 1
+                        cursor.skipWhitespace()
+                        member.valueStart = cursor.position
+                        try cursor.skipValue(depth: 1)
+                        member.valueEnd = cursor.position
+                        members.append(member)
+                        cursor.skipWhitespace()
+                        guard cursor.position < buffer.count else { return nil }
+                        if buffer[cursor.position] == UInt8(ascii: ",") {
+                            cursor.position += 1
+                            continue
+                        }
+                        guard buffer[cursor.position] == UInt8(ascii: "}") else { return nil }
+                        cursor.position += 1
+                        break
+                    }
+                }
+                let end = cursor.position
+                cursor.skipWhitespace()
+                guard cursor.position == buffer.count else { return nil }
+                return IndexedJSONObject(bytes: bytes, span: start..<end, members: members, escapedNames: escapedNames)
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    /// A member's name as bytes (decoded when it has escapes).
+    private static func name(of member: Member, in buffer: UnsafeBufferPointer<UInt8>, escapedNames: [[UInt8]]) -> [UInt8] {
+        member.escapedName >= 0 ? escapedNames[member.escapedName] : Array(buffer[member.nameStart..<member.nameEnd])
+    }
+
+    /// Whether one of `members` has the name at `range` (or `decoded`, when that name has escapes), by bytes. A static
+    /// function of its arguments: a closure over the scan's state would box it and retain it on every comparison.
+    private static func hasMember(
+        named range: Range<Int>, decoded: [UInt8]?, among members: [Member], escapedNames: [[UInt8]], in buffer: UnsafeBufferPointer<UInt8>
+    ) -> Bool {
+        let raw = UnsafeRawBufferPointer(buffer)
+        for member in members {
+            if member.escapedName < 0, decoded == nil {
+                guard member.nameEnd - member.nameStart == range.count else { continue }
+                let left = UnsafeRawBufferPointer(rebasing: raw[member.nameStart..<member.nameEnd])
+                if ByteCompare.equal(left, UnsafeRawBufferPointer(rebasing: raw[range])) { return true }
+                continue
+            }
+            // Escapes on either side (rare): compare the decoded bytes.
+            if name(of: member, in: buffer, escapedNames: escapedNames) == (decoded ?? Array(buffer[range])) { return true }
+        }
+        return false
+    }
+}
+
+extension JSONParser.Cursor {
+    /// Steps over one string, checking it as ``parseString()`` does. Returns the bytes between the quotes and, when
+    /// the string has escapes, its decoded bytes (its raw text is then not its value).
+    mutating func scanString() throws(JSONParser.Error) -> (Range<Int>, decoded: [UInt8]?) {
+        let quote = position
+        position += 1
+        let start = position
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                position += 1
+                return (start..<(position - 1), nil)
+            }
+            // Non-ASCII (UTF-8 to validate) or an escape: the parser's own string reader decides.
+            if byte == UInt8(ascii: "\\") || byte >= 0x80 { break }
+            if byte < 0x20 { throw error("control character in string") }
+            position += 1
+        }
+        position = quote
+        var decoded = try parseString()
+        let range = (quote + 1)..<(position - 1)
+        // Every escape is longer than what it stands for, so the decoded text is shorter exactly when it had escapes.
+        return decoded.utf8.count == range.count ? (range, nil) : (range, decoded.withUTF8 { Array($0) })
+    }
+
+    /// Steps over one value, checking it as ``parseValue(depth:)`` does; containers are parsed by it.
+    mutating func skipValue(depth: Int) throws(JSONParser.Error) {
+        guard position < bytes.count else { throw error("unexpected end of input") }
+        switch bytes[position] {
+        case UInt8(ascii: "\""): _ = try scanString()
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber()
+        default: _ = try parseValue(depth: depth)
+        }
+    }
+
+    /// Writes the value at the cursor as ``JSONWriter`` writes the parsed value (the cursor is on checked bytes).
+    mutating func writeCanonicalValue(into out: inout [UInt8]) {
+        skipWhitespace()
+        guard position < bytes.count else { return }
+        switch bytes[position] {
+        case UInt8(ascii: "{"):
+            out.append(UInt8(ascii: "{"))
+            position += 1
+            var first = true
+            while true {
+                skipWhitespace()
+                guard position < bytes.count else { return }
+                if bytes[position] == UInt8(ascii: "}") {
+                    position += 1
+                    break
+                }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                writeCanonicalString(into: &out)
+                skipWhitespace()
+                position += 1  // :
+                out.append(UInt8(ascii: ":"))
+                writeCanonicalValue(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        case UInt8(ascii: "["):
+            out.append(UInt8(ascii: "["))
+            position += 1
+            var first = true
+            while true {
+                skipWhitespace()
+                guard position < bytes.count else { return }
+                if bytes[position] == UInt8(ascii: "]") {
+                    position += 1
+                    break
+                }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                writeCanonicalValue(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case UInt8(ascii: "\""):
+            writeCanonicalString(into: &out)
+        case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+            let count = bytes[position] == UInt8(ascii: "f") ? 5 : 4
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[position..<min(position + count, bytes.count)]))
+            position += count
+        default:
+            // A plain integer of at most 18 characters is an Int64 written as it stands (no leading zeros in valid
+            // JSON), except `-0`, which the tree writes `0`.
+            let start = position
+            var end = start
+            if end < bytes.count, bytes[end] == UInt8(ascii: "-") { end += 1 }
+            while end < bytes.count, bytes[end] >= UInt8(ascii: "0"), bytes[end] <= UInt8(ascii: "9") { end += 1 }
+            let plain = end - start <= 18 && (end >= bytes.count || !Self.continuesNumber(bytes[end]))
+            let negativeZero = end - start == 2 && bytes[start] == UInt8(ascii: "-") && bytes[start + 1] == UInt8(ascii: "0")
+            if plain && !negativeZero && end > start {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+                position = end
+                return
+            }
+            // Other numbers: parsed and written as the tree would be (`1.0` is written `1`, `-0` as `0`).
+            guard let value = try? parseValue(depth: 1) else {
+                position = start + 1
+                return
+            }
+            JSONWriter.write(value, into: &out)
+        }
+    }
+
+    /// Whether `byte` continues a number past its integer digits (a fraction or an exponent).
+    private static func continuesNumber(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E")
+    }
+
+    /// A string without escapes is written as it stands (JSONWriter would escape nothing in it); one with escapes
+    /// is decoded and written by JSONWriter.
+    private mutating func writeCanonicalString(into out: inout [UInt8]) {
+        let quote = position
+        var index = position + 1
+        while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") { index += 1 }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[quote...index]))
+            position = index + 1
+            return
+        }
+        guard let text = try? parseString() else {
+            position = quote + 1
+            return
+        }
+        JSONWriter.writeString(text, into: &out)
+    }
+}
