@@ -54,14 +54,23 @@ package struct BatchProcessor: Sendable {
         return output(id: request.id, provider: request.provider, result)
     }
 
+    /// `{"id": ..., ` then the verdict's members: a verdict's own JSON bytes (written once, claims straight from the
+    /// payload) follow the id, rather than a tree of every claim built and written again per line.
     private func output(id: JSONValue, provider: String?, _ result: VerificationResult) -> Output {
-        var object = JSONObject([("id", id)])
-        for member in result.json(provider: provider).members { object.set(member.name, member.value) }
+        var out: [UInt8] = Array(#"{"id":"#.utf8)
+        JSONWriter.write(id, into: &out)
         let code: ErrorCode?
+        let body: [UInt8]
         switch result {
-        case .success: code = nil
-        case .failure(let error): code = error.code
+        case .success(let verdict):
+            code = nil
+            body = verdict.jsonBytes
+        case .failure(let error):
+            code = error.code
+            body = JSONWriter.bytes(.object(error.json(provider: provider)))
         }
-        return Output(json: JSONWriter.bytes(.object(object)), code: code)
+        out.append(UInt8(ascii: ","))
+        out.append(contentsOf: body.dropFirst())  // its "{"
+        return Output(json: out, code: code)
     }
 }

@@ -157,3 +157,41 @@ struct IndexedJSONObjectTests {
         #expect(verdict.claim("missing") == nil)
     }
 }
+
+struct CompactJWSSegmentTests {
+    func refusal(_ token: String) -> String? {
+        do {
+            _ = try CompactJWS.parse(Array(token.utf8), maxBytes: 16384)
+            return nil
+        } catch {
+            return error.message
+        }
+    }
+
+    @Test("the first bad segment is the one named, whether its length or a byte is wrong")
+    func firstBadSegmentNamed() {
+        let header = Base64URL.encode(Array(#"{"alg":"RS256"}"#.utf8))
+        #expect(refusal("e!J.abcde.sig")?.contains("header") == true, "bad byte in the header, bad length in the payload")
+        #expect(refusal("\(header).abcde.sig")?.contains("payload") == true)
+        #expect(refusal("\(header).ab!d.abcde")?.contains("payload") == true)
+        #expect(refusal("\(header).abcd.ab!d")?.contains("signature") == true)
+        #expect(refusal("\(header).abcd.abcde")?.contains("signature") == true)
+        #expect(refusal("\(header).abcd.abcd") == nil)
+    }
+
+    @Test("dots are found wherever they fall against eight-byte words")
+    func dotsAtEveryOffset() throws {
+        for headerPad in 0..<8 {
+            for payloadLength in 0..<24 {
+                let headerJSON = #"{"alg":"RS256","x":"\#(String(repeating: "a", count: headerPad))"}"#
+                let token =
+                    Base64URL.encode(Array(headerJSON.utf8)) + "." + Base64URL.encode([UInt8](repeating: 0x41, count: payloadLength)) + ".c2ln"
+                let jws = try CompactJWS.parse(Array(token.utf8), maxBytes: 16384)
+                #expect(Array(jws.payload) == [UInt8](repeating: 0x41, count: payloadLength))
+                #expect(Array(jws.signature) == Array("sig".utf8))
+                #expect(refusal(token + ".") != nil)
+                #expect(refusal(String(token.dropLast(5)) + "c2ln") != nil, "two segments")
+            }
+        }
+    }
+}

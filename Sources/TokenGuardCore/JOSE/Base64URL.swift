@@ -11,6 +11,20 @@ public enum Base64URL {
         return table
     }()
 
+    /// Four tables in one: entry `256 × k + byte` is the byte's 6-bit value shifted into place for position k of a
+    /// 4-character group, or 0xFF00_0000 when the byte is not in the alphabet. A group is then four lookups ORed.
+    private static let groupTable: [UInt32] = {
+        var table = [UInt32](repeating: 0xFF00_0000, count: 1024)
+        for byte in 0..<256 where decodeTable[byte] != 0xFF {
+            let value = UInt32(decodeTable[byte])
+            table[byte] = value << 18
+            table[256 + byte] = value << 12
+            table[512 + byte] = value << 6
+            table[768 + byte] = value
+        }
+        return table
+    }()
+
     private static let encodeTable: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Decodes, or returns nil for anything that is not canonical unpadded base64url.
@@ -50,17 +64,20 @@ public enum Base64URL {
             var position = 0
             let fullEnd = count - remainder
             var bad: UInt8 = 0
-            while index < fullEnd {
-                let a = table[Int(buffer[index])]
-                let b = table[Int(buffer[index + 1])]
-                let c = table[Int(buffer[index + 2])]
-                let d = table[Int(buffer[index + 3])]
-                bad |= a | b | c | d
-                out[position] = a << 2 | b >> 4
-                out[position + 1] = (b & 0x0F) << 4 | c >> 2
-                out[position + 2] = (c & 0x03) << 6 | d
-                index += 4
-                position += 3
+            groupTable.withUnsafeBufferPointer { groups in
+                var invalid: UInt32 = 0
+                while index < fullEnd {
+                    let value =
+                        groups[Int(buffer[index])] | groups[256 + Int(buffer[index + 1])] | groups[512 + Int(buffer[index + 2])]
+                        | groups[768 + Int(buffer[index + 3])]
+                    invalid |= value
+                    out[position] = UInt8(truncatingIfNeeded: value >> 16)
+                    out[position + 1] = UInt8(truncatingIfNeeded: value >> 8)
+                    out[position + 2] = UInt8(truncatingIfNeeded: value)
+                    index += 4
+                    position += 3
+                }
+                if invalid & 0xFF00_0000 != 0 { bad = 0xFF }
             }
             if remainder == 2 {
                 let a = table[Int(buffer[index])]

@@ -31,18 +31,22 @@ public struct CompactJWS: Sendable {
         // the signature check (invalid_signature), which give the clearer answer.
         let segments = [0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count]
         let names = ["header", "payload", "signature"]
+        // Segments are judged in order, as one by one: the first that has an impossible length or a byte outside the
+        // alphabet is the one named.
         var sizes = [0, 0, 0]
+        var badLength = 3
         for index in 0..<3 {
             guard let size = Base64URL.decodedCount(segments[index].count) else {
-                throw VerificationError(.malformedToken, "the \(names[index]) is not canonical unpadded base64url")
+                badLength = index
+                break
             }
             sizes[index] = size
         }
-        var refused = -1
+        var refused = badLength < 3 ? badLength : -1
         let decoded = [UInt8](unsafeUninitializedCapacity: sizes[0] + sizes[1] + sizes[2]) { out, initialized in
             token.withUnsafeBufferPointer { bytes in
                 var offset = 0
-                for index in 0..<3 {
+                for index in 0..<badLength {
                     let input = UnsafeBufferPointer(rebasing: bytes[segments[index]])
                     let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + sizes[index])])
                     if !Base64URL.decode(input, into: output) {

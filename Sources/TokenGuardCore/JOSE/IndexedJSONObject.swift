@@ -207,6 +207,7 @@ extension JSONParser.Cursor {
         let quote = position
         position += 1
         let start = position
+        position = Self.plainRunEnd(bytes, from: position)
         while position < bytes.count {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
@@ -223,6 +224,26 @@ extension JSONParser.Cursor {
         let range = (quote + 1)..<(position - 1)
         // Every escape is longer than what it stands for, so the decoded text is shorter exactly when it had escapes.
         return decoded.utf8.count == range.count ? (range, nil) : (range, decoded.withUTF8 { Array($0) })
+    }
+
+    /// Where the run of plain string bytes starting at `start` may end, eight bytes at a time: the first word holding a
+    /// quote, a backslash, a control byte or a non-ASCII byte (the byte loop after it finds which).
+    static func plainRunEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        let raw = UnsafeRawBufferPointer(bytes)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        var offset = start
+        while offset + 8 <= raw.count {
+            let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            let quote = word ^ (0x22 &* ones)
+            let backslash = word ^ (0x5C &* ones)
+            // Zero-byte and below-n tests (exact as to whether any byte qualifies; n = 0x20 ≤ 0x80).
+            let special =
+                ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word) | word
+            if special & high != 0 { break }
+            offset += 8
+        }
+        return offset
     }
 
     /// Steps over one value, checking it as ``parseValue(depth:)`` does; containers are parsed by it.
@@ -322,7 +343,8 @@ extension JSONParser.Cursor {
     /// is decoded and written by JSONWriter.
     private mutating func writeCanonicalString(into out: inout [UInt8]) {
         let quote = position
-        var index = position + 1
+        // Non-ASCII bytes are copied as they are too: the run end below only stops early, never late.
+        var index = Self.plainRunEnd(bytes, from: position + 1)
         while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") { index += 1 }
         if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[quote...index]))

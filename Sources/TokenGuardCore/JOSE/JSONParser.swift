@@ -261,6 +261,13 @@ public struct JSONParser {
                 while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
                 guard position > digitsStart else { throw error("invalid exponent") }
             }
+            if isInteger && position - start <= 18 {
+                // At most 18 characters: the digits fit an Int64 without a check (NumericDates and other claims).
+                var value: Int64 = 0
+                let negative = bytes[start] == UInt8(ascii: "-")
+                for index in (negative ? start + 1 : start)..<position { value = value &* 10 &+ Int64(bytes[index] &- UInt8(ascii: "0")) }
+                return .integer(negative ? -value : value)
+            }
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
             if isInteger, let integer = Int64(text) { return .integer(integer) }
             guard let double = Double(text), double.isFinite else { throw Error(message: "number out of range", offset: start) }

@@ -33,11 +33,10 @@ public struct TokenVerifier: Sendable {
     public func verify(token: String, nonce: String?, at now: Int64, historical: Bool = false) -> VerificationResult {
         do {
             // The size first. A cache hit is byte-for-byte a token that passed every check (its alphabet too), so the
-            // alphabet is checked after the lookup; nothing outside it reaches a parser, a store or a key lookup.
+            // alphabet is checked after the lookup; nothing outside it reaches a store or a key lookup.
             if token.utf8.count > policy.maxTokenBytes { try checkBytes(token) }
             if !historical, let cache, let hit = try cachedVerdict(cache, token: token, nonce: nonce, now: now) { return .success(hit) }
-            try checkBytes(token)
-            let jws = try parse(token)
+            let jws = try parseCheckingBytes(token)
             let alg = try checkAlgorithm(jws.header)
             let keys = try (historical ? keySource.historicalKeys() : keySource.currentKeys()).get()
             let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
@@ -57,6 +56,18 @@ public struct TokenVerifier: Sendable {
             VerifiedTokenCache.Entry(
                 verdict: verdict, keyBinding: key.binding, nonceClaim: verdict.claim("nonce")?.stringValue,
                 expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
+    }
+
+    /// The token's segments, with the answer ``checkBytes(_:)`` then ``parse(_:)`` would give. The strict base64url
+    /// decoding admits only the alphabet and two dots, so a token that parses passes the alphabet check; that scan is
+    /// run only when parsing fails, to give its own refusal when it applies.
+    func parseCheckingBytes(_ token: String) throws(VerificationError) -> CompactJWS {
+        do {
+            return try parse(token)
+        } catch {
+            try checkBytes(token)
+            throw error
+        }
     }
 
     /// The size limit, then the alphabet: both before any other work.
