@@ -27,23 +27,40 @@ public enum SignatureVerifier {
         guard algorithm.keyType == key.keyType else { return .failure(.keyTypeMismatch) }
         return unsafe withContiguousBytes(signature) { signaturePointer, signatureCount in
             unsafe withContiguousBytes(message) { messagePointer, messageCount in
-                let raw = unsafe UnsafeBufferPointer(start: signaturePointer, count: signatureCount)
-                if case .ec(let curve) = key.keyType {
-                    // The DER form is at most 2 × (coordinate + 3) + 3 bytes: written on the stack, not in arrays.
-                    return unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * curve.coordinateByteCount + 9) { der in
-                        switch unsafe ECDSASignature.derFromRaw(raw, curve: curve, into: der) {
-                        case .failure(let failure): return .failure(failure)
-                        case .success(let count):
-                            let ok = unsafe verifyDigest(
-                                UnsafeBufferPointer(rebasing: der[..<count]), messagePointer, messageCount, key: key, algorithm: algorithm)
-                            return ok ? .success(()) : .failure(.mismatch)
-                        }
+                unsafe verify(
+                    signature: UnsafeBufferPointer(start: signaturePointer, count: signatureCount),
+                    message: UnsafeBufferPointer(start: messagePointer, count: messageCount), key: key, algorithm: algorithm)
+            }
+        }
+    }
+
+    /// The same over buffers (no generic dispatch on the hot path). A buffer with no address stands for no bytes.
+    public static func verify(
+        signature: UnsafeBufferPointer<UInt8>, message: UnsafeBufferPointer<UInt8>, key: PublicKey, algorithm: SignatureAlgorithm
+    ) -> Result<Void, Failure> {
+        guard algorithm.keyType == key.keyType else { return .failure(.keyTypeMismatch) }
+        // OpenSSL wants a valid pointer even for zero bytes.
+        return unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { empty in
+            let signaturePointer = unsafe signature.baseAddress ?? UnsafePointer(empty.baseAddress)
+            let signatureCount = signature.count
+            let messagePointer = unsafe message.baseAddress ?? UnsafePointer(empty.baseAddress)
+            let messageCount = message.count
+            let raw = unsafe UnsafeBufferPointer(start: signaturePointer, count: signatureCount)
+            if case .ec(let curve) = key.keyType {
+                // The DER form is at most 2 × (coordinate + 3) + 3 bytes: written on the stack, not in arrays.
+                return unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * curve.coordinateByteCount + 9) { der in
+                    switch unsafe ECDSASignature.derFromRaw(raw, curve: curve, into: der) {
+                    case .failure(let failure): return .failure(failure)
+                    case .success(let count):
+                        let ok = unsafe verifyDigest(
+                            UnsafeBufferPointer(rebasing: der[..<count]), messagePointer, messageCount, key: key, algorithm: algorithm)
+                        return ok ? .success(()) : .failure(.mismatch)
                     }
                 }
-                if key.keyType == .rsa && signatureCount != (key.bits + 7) / 8 { return .failure(.badSignatureLength) }
-                let ok = unsafe verifyDigest(raw, messagePointer, messageCount, key: key, algorithm: algorithm)
-                return ok ? .success(()) : .failure(.mismatch)
             }
+            if key.keyType == .rsa && signatureCount != (key.bits + 7) / 8 { return .failure(.badSignatureLength) }
+            let ok = unsafe verifyDigest(raw, messagePointer, messageCount, key: key, algorithm: algorithm)
+            return ok ? .success(()) : .failure(.mismatch)
         }
     }
 

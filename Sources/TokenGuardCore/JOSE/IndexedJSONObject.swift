@@ -14,6 +14,15 @@ public struct IndexedJSONObject: Sendable {
         var escapedName: Int
         var valueStart: Int
         var valueEnd: Int
+        /// The name's length and first seven bytes in one word: a lookup compares this before any bytes.
+        var fingerprint: UInt64 = 0
+    }
+
+    /// A name's length (top byte) and first seven bytes (decoded bytes, for a name with escapes).
+    static func fingerprint(_ name: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        var print = UInt64(truncatingIfNeeded: min(name.count, 255)) << 56
+        for index in 0..<min(name.count, 7) { print |= UInt64(name[index]) << (8 * UInt64(index)) }
+        return print
     }
 
     /// The document as received (offsets below count from its start).
@@ -59,6 +68,18 @@ public struct IndexedJSONObject: Sendable {
         return value(of: member)
     }
 
+    /// Runs `body` with the bytes of a member that is a string without escapes (its bytes are its value); nil when
+    /// the member is absent, not a string, or has escapes (then read it with the subscript).
+    public func withPlainString<R>(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
+        guard let member = member(named: name) else { return nil }
+        return bytes.withUnsafeBufferPointer { buffer -> R? in
+            guard buffer[member.valueStart] == UInt8(ascii: "\"") else { return nil }
+            let content = UnsafeBufferPointer(rebasing: buffer[(member.valueStart + 1)..<(member.valueEnd - 1)])
+            guard !content.contains(UInt8(ascii: "\\")) else { return nil }
+            return body(content)
+        }
+    }
+
     /// True when a member has exactly this name.
     public func contains(_ name: String) -> Bool { member(named: name) != nil }
 
@@ -80,8 +101,9 @@ public struct IndexedJSONObject: Sendable {
     private func member(named name: String) -> Member? {
         var name = name
         return name.withUTF8 { wanted in
-            bytes.withUnsafeBufferPointer { buffer in
-                for member in members {
+            let fingerprint = Self.fingerprint(wanted)
+            return bytes.withUnsafeBufferPointer { buffer in
+                for member in members where member.fingerprint == fingerprint {
                     if member.escapedName >= 0 {
                         if escapedNames[member.escapedName].elementsEqual(wanted) { return member }
                         continue
@@ -136,6 +158,9 @@ public struct IndexedJSONObject: Sendable {
                         if let decoded {
                             member.escapedName = escapedNames.count
                             escapedNames.append(decoded)
+                            member.fingerprint = decoded.withUnsafeBufferPointer { Self.fingerprint($0) }
+                        } else {
+                            member.fingerprint = Self.fingerprint(UnsafeBufferPointer(rebasing: buffer[nameRange]))
                         }
                         if seen == nil && members.count >= 16 {
                             seen = Set(members.map { ByteKey(bytes: name(of: $0, in: buffer, escapedNames: escapedNames)) })

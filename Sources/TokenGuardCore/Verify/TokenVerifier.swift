@@ -227,7 +227,11 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(.unsupportedAlgorithm, "\(alg.rawValue) does not fit the token's \(key.publicKey.keyType) key")
         }
         for key in fitting {
-            let result = SignatureVerifier.verify(signature: jws.signature, message: jws.signingInput, key: key.publicKey, algorithm: alg)
+            let result = jws.signature.withUnsafeBufferPointer { signature in
+                jws.signingInput.withUnsafeBufferPointer { message in
+                    SignatureVerifier.verify(signature: signature, message: message, key: key.publicKey, algorithm: alg)
+                }
+            }
             if case .success = result { return key }
         }
         throw VerificationError(.invalidSignature, "the signature does not verify with key \"\((jws.header.keyID ?? "").prefix(64))\"")
@@ -249,7 +253,7 @@ public struct TokenVerifier: Sendable {
         let expiresAt = try checkExpiry(reader, now: now)
         try checkNotBefore(reader, now: now)
         let issuedAt = try checkIssuedAt(reader, key: key, now: now)
-        try checkNonce(claimed: try reader.string("nonce"), requested: nonce)
+        if !nonceMatchesPlainClaim(reader, requested: nonce) { try checkNonce(claimed: try reader.string("nonce"), requested: nonce) }
         // A signed payload carrying `events` is a provider's server-to-server notification (Apple signs those with
         // the same keys, for the same audience): never a sign-in.
         if claims.contains("events") {
@@ -258,12 +262,24 @@ public struct TokenVerifier: Sendable {
         let subject = try reader.requiredString("sub")
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
         if let undecidedTenant { throw undecidedTenant }
-        var verdict = Verdict(
+        return Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
             issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try emailVerified(reader),
-            tenantID: tenantID, claims: claims)
-        if policy.kind == .apple { verdict.extra = Self.appleFields(claims) }
-        return verdict
+            tenantID: tenantID, claims: claims, extra: policy.kind == .apple ? Self.appleFields(claims) : JSONObject())
+    }
+
+    /// The common case of ``checkNonce(claimed:requested:)`` without making strings: a nonce was given, and the
+    /// token's is a string without escapes that matches it. False sends the caller the full way (which also words any
+    /// refusal).
+    func nonceMatchesPlainClaim(_ reader: ClaimsReader, requested: String?) -> Bool {
+        guard let requested, requested.utf8.count <= Self.maximumNonceBytes else { return false }
+        let matched = reader.claims.withPlainString("nonce") { claimed in
+            switch policy.nonceMode {
+            case .sha256: SHA256.withHexDigest(of: requested.utf8) { expected in ConstantTime.equals(expected, claimed) }
+            case .raw: ConstantTime.equals(requested.utf8, claimed)
+            }
+        }
+        return matched == true
     }
 
     /// Apple's account flags, normalised: `is_private_email` a boolean (Apple sent the string "true" before 2024;
@@ -299,6 +315,13 @@ public struct TokenVerifier: Sendable {
     /// `iss`, exact; for Microsoft built from the token's own `tid` and agreeing with the key's `issuer`.
     /// Returns the issuer and, for Microsoft, the tenant.
     func checkIssuer(_ reader: ClaimsReader, key: VerificationKey?) throws(VerificationError) -> (String, String?) {
+        // The common case without making a string: `iss` is a plain string equal to an accepted issuer (returned
+        // as configured: the same bytes).
+        if case .exact(let accepted) = policy.issuers,
+            let match = reader.claims.withPlainString("iss", { raw in accepted.first { $0.utf8.elementsEqual(raw) } }), let match
+        {
+            return (match, nil)
+        }
         guard let issuer = try reader.string("iss") else { throw VerificationError(.invalidIssuer, "claim iss is missing") }
         switch policy.issuers {
         case .exact(let accepted):
@@ -348,6 +371,10 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(
                 .invalidAudience,
                 "no audiences are configured for \(policy.name): set its audiences (or TOKENGUARD_\(policy.name.uppercased())_AUDIENCES)")
+        }
+        // The common case without making strings: `aud` is one plain string equal to a configured audience.
+        if let match = reader.claims.withPlainString("aud", { raw in policy.audiences.first { $0.utf8.elementsEqual(raw) } }), let match {
+            return match
         }
         let tokenAudiences = try reader.audiences()
         guard let audience = policy.audiences.first(where: { tokenAudiences.containsBytes($0) }) else {

@@ -77,8 +77,10 @@ public struct Verdict: Sendable, Equatable {
 
     init(
         provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
-        issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject
+        issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject,
+        extra: JSONObject = JSONObject()
     ) {
+        self.extra = extra
         fields = Fields(
             provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt, issuedAt: issuedAt,
             keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims)
