@@ -10,6 +10,7 @@ import Foundation
 import TokenGuardCore
 import TokenGuardCrypto
 import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -29,16 +30,26 @@ do {
         let verifier =
             name.hasSuffix("-cached")
             ? TokenVerifier(policy: fixture.verifier.policy, keySource: fixture.verifier.keySource, cache: VerifiedTokenCache()) : fixture.verifier
-        let raw = name.hasSuffix("-raw") ? try RawOpenSSLVerifier(fixture: fixture) : nil
-        var valid = 0
-        for _ in 0..<(option("--iterations").flatMap(Int.init) ?? 200_000) {
-            if let raw {
-                if raw.verify() { valid += 1 }
-            } else if case .success = verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now) {
-                valid += 1
+        let isRaw = name.hasSuffix("-raw")
+        let iterations = option("--iterations").flatMap(Int.init) ?? 200_000
+        let threads = option("--threads").flatMap(Int.init) ?? 1
+        let valid = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: threads) { _ in
+            // One raw verifier per thread (its EVP_PKEY_CTX is not shared), and the thread's own token and nonce strings.
+            let raw = isRaw ? try? RawOpenSSLVerifier(fixture: fixture) : nil
+            let token = String(decoding: Array(fixture.token.utf8), as: UTF8.self)
+            let nonce = String(decoding: Array(fixture.nonce.utf8), as: UTF8.self)
+            var count = 0
+            for _ in 0..<iterations {
+                if let raw {
+                    if raw.verify() { count += 1 }
+                } else if case .success = verifier.verify(token: token, nonce: nonce, at: fixture.now) {
+                    count += 1
+                }
             }
+            valid.withLock { $0 += count }
         }
-        print("profile loop: \(valid) valid")
+        print("profile loop: \(valid.withLock { $0 }) valid")
     } else if let name = option("--profile-json"), let fixture = try Fixture.named(name) {
         // Writing a fresh verdict's JSON (what a full verification over HTTP answers).
         let verdict = try fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now).get()

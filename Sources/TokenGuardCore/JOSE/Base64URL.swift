@@ -4,17 +4,24 @@
 /// trailing bits, so every byte string has exactly one accepted encoding: a token cannot be re-encoded
 /// into a second form that a cache, a replay store or another verifier would treat as different.
 public enum Base64URL {
-    private static let decodeTable: [UInt8] = {
-        var table = [UInt8](repeating: 0xFF, count: 256)
+    /// Each byte's 6-bit value, or 0xFF outside the alphabet.
+    ///
+    /// The tables are plain memory made once and never freed, not arrays: an array in a global is reference-counted
+    /// on every use, and two threads decoding at once would contend for that one count.
+    // nonisolated(unsafe): written once by the initializer (run once, thread-safely), then only read.
+    nonisolated(unsafe) private static let decodeTable: UnsafePointer<UInt8> = {
+        let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
+        table.initialize(repeating: 0xFF, count: 256)
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
         for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
-        return table
+        return UnsafePointer(table)
     }()
 
     /// Four tables in one: entry `256 × k + byte` is the byte's 6-bit value shifted into place for position k of a
     /// 4-character group, or 0xFF00_0000 when the byte is not in the alphabet. A group is then four lookups ORed.
-    private static let groupTable: [UInt32] = {
-        var table = [UInt32](repeating: 0xFF00_0000, count: 1024)
+    nonisolated(unsafe) private static let groupTable: UnsafePointer<UInt32> = {
+        let table = UnsafeMutablePointer<UInt32>.allocate(capacity: 1024)
+        table.initialize(repeating: 0xFF00_0000, count: 1024)
         for byte in 0..<256 where decodeTable[byte] != 0xFF {
             let value = UInt32(decodeTable[byte])
             table[byte] = value << 18
@@ -22,7 +29,7 @@ public enum Base64URL {
             table[512 + byte] = value << 6
             table[768 + byte] = value
         }
-        return table
+        return UnsafePointer(table)
     }()
 
     private static let encodeTable: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
@@ -59,12 +66,14 @@ public enum Base64URL {
         let remainder = count % 4
         guard let expected = decodedCount(count), out.count == expected else { return false }
         var valid = true
-        decodeTable.withUnsafeBufferPointer { table in
+        do {
+            let table = decodeTable
             var index = 0
             var position = 0
             let fullEnd = count - remainder
             var bad: UInt8 = 0
-            groupTable.withUnsafeBufferPointer { groups in
+            do {
+                let groups = groupTable
                 var invalid: UInt32 = 0
                 while index < fullEnd {
                     let value =

@@ -98,9 +98,6 @@ public struct JOSEHeader: Sendable {
     /// `explain` can say they were ignored. They are never used to find or build a key.
     public let ignoredKeyReferences: [String]
 
-    /// The header members that name keys or key locations.
-    static let keyReferenceNames = ["jwk", "jku", "x5u", "x5c"]
-
     /// Extensions tokenguard understands when listed in `crit`. None: any `crit` entry is refused.
     public static let understoodCriticalExtensions: Set<String> = []
 
@@ -136,7 +133,8 @@ public struct JOSEHeader: Sendable {
             }
         }
         var references: [String] = []
-        for name in keyReferenceNames where object.contains(name) { references.append(name) }
+        // A literal array of literals is static, immortal storage: no reference count shared between threads.
+        for name in ["jwk", "jku", "x5u", "x5c"] where object.contains(name) { references.append(name) }
         return JOSEHeader(
             algorithm: algorithm, keyID: keyID, type: type, hasNonce: object.contains("nonce"), ignoredKeyReferences: references)
     }
