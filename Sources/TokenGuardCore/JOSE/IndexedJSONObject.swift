@@ -251,26 +251,6 @@ extension JSONParser.Cursor {
         return decoded.utf8.count == range.count ? (range, nil) : (range, decoded.withUTF8 { Array($0) })
     }
 
-    /// Where the run of plain string bytes starting at `start` may end, eight bytes at a time: the first word holding a
-    /// quote, a backslash, a control byte or a non-ASCII byte (the byte loop after it finds which).
-    static func plainRunEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
-        let raw = UnsafeRawBufferPointer(bytes)
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let high: UInt64 = 0x8080_8080_8080_8080
-        var offset = start
-        while offset + 8 <= raw.count {
-            let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-            let quote = word ^ (0x22 &* ones)
-            let backslash = word ^ (0x5C &* ones)
-            // Zero-byte and below-n tests (exact as to whether any byte qualifies; n = 0x20 ≤ 0x80).
-            let special =
-                ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word) | word
-            if special & high != 0 { break }
-            offset += 8
-        }
-        return offset
-    }
-
     /// Steps over one value, checking it as ``parseValue(depth:)`` does; containers are parsed by it.
     mutating func skipValue(depth: Int) throws(JSONParser.Error) {
         guard position < bytes.count else { throw error("unexpected end of input") }

@@ -148,6 +148,8 @@ public struct JSONParser {
             position += 1  // opening quote
             let start = position
             var asciiOnly = true
+            // Words of plain ASCII (a token is a kilobyte of it) are skipped whole; the byte loop decides the rest.
+            position = Self.plainRunEnd(bytes, from: position)
             // Fast path: no escapes. Scan to the closing quote.
             while position < bytes.count {
                 let byte = bytes[position]
@@ -212,6 +214,26 @@ public struct JSONParser {
                 }
             }
             throw error("unterminated string")
+        }
+
+        /// Where the run of plain string bytes starting at `start` may end, eight bytes at a time: the first word holding a
+        /// quote, a backslash, a control byte or a non-ASCII byte (the byte loop after it finds which).
+        static func plainRunEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+            let raw = UnsafeRawBufferPointer(bytes)
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let high: UInt64 = 0x8080_8080_8080_8080
+            var offset = start
+            while offset + 8 <= raw.count {
+                let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                let quote = word ^ (0x22 &* ones)
+                let backslash = word ^ (0x5C &* ones)
+                // Zero-byte and below-n tests (exact as to whether any byte qualifies; n = 0x20 ≤ 0x80).
+                let special =
+                    ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word) | word
+                if special & high != 0 { break }
+                offset += 8
+            }
+            return offset
         }
 
         mutating func parseHex4() throws(Error) -> UInt32 {
