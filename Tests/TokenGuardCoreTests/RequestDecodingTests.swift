@@ -77,3 +77,26 @@ struct RequestDecodingTests {
         }
     }
 }
+
+struct IssuerTemplateTests {
+    @Test("a template filled in place matches exactly what the filled string would")
+    func filledInPlace() {
+        let tid = "9188040d-6c67-4c5b-b112-36a304b66dad"
+        let templates = [
+            "https://login.microsoftonline.com/{tenantid}/v2.0", "https://sts.windows.net/{tenantid}/", "{tenantid}", "{tenantid}{tenantid}",
+            "no placeholder", "", "{tenantid", "x{tenantid}y{tenantid}z", "{{tenantid}}",
+        ]
+        for template in templates {
+            let filled = template.replacingTenantID(with: tid)
+            let candidates = [
+                filled, filled + "/", String(filled.dropLast()), template, "", filled.uppercased(), "x" + filled,
+                template.replacingTenantID(with: "other"),
+            ]
+            for candidate in candidates {
+                #expect(
+                    template.filled(withTenantID: tid, equals: candidate) == filled.sameBytes(as: candidate),
+                    "\(template.debugDescription) vs \(candidate.debugDescription)")
+            }
+        }
+    }
+}

@@ -333,13 +333,12 @@ public struct TokenVerifier: Sendable {
             guard let tid = try reader.string("tid") else { throw VerificationError(.invalidIssuer, "claim tid is missing") }
             // Only a well-formed GUID goes into the template, so a crafted tid cannot shape the issuer string.
             guard GUID.isValid(tid) else { throw VerificationError(.invalidIssuer, "claim tid is not a tenant GUID") }
-            let expected = template.replacingTenantID(with: tid)
             let version = try reader.string("ver")
-            if policy.acceptsV2Tokens, issuer.sameBytes(as: expected) {
+            if policy.acceptsV2Tokens, template.filled(withTenantID: tid, equals: issuer) {
                 if let version, !version.sameBytes(as: "2.0") {
                     throw VerificationError(.invalidIssuer, "a v2.0 issuer with ver \"\(version.prefix(16))\"")
                 }
-                if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: issuer) {
+                if let keyIssuer = key?.issuer, !keyIssuer.filled(withTenantID: tid, equals: issuer) {
                     throw VerificationError(
                         .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key?.keyID ?? "").prefix(64))\"")
                 }
@@ -349,13 +348,13 @@ public struct TokenVerifier: Sendable {
                 if let version, !version.sameBytes(as: "1.0") {
                     throw VerificationError(.invalidIssuer, "a v1.0 issuer with ver \"\(version.prefix(16))\"")
                 }
-                if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: expected) {
+                if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: template.replacingTenantID(with: tid)) {
                     throw VerificationError(
                         .invalidIssuer, "key \"\((key?.keyID ?? "").prefix(64))\" is bound to another tenant than \(tid)")
                 }
             } else {
                 var accepted: [String] = []
-                if policy.acceptsV2Tokens { accepted.append(expected) }
+                if policy.acceptsV2Tokens { accepted.append(template.replacingTenantID(with: tid)) }
                 if let v1 = policy.v1IssuerTemplate { accepted.append(v1.replacingTenantID(with: tid)) }
                 throw VerificationError(
                     .invalidIssuer,
@@ -468,6 +467,40 @@ public struct TokenVerifier: Sendable {
 }
 
 extension String {
+    /// Whether this issuer template with `{tenantid}` replaced by `tid` has exactly the bytes of `candidate`, compared
+    /// in place (the common Microsoft check, without building the filled issuer).
+    func filled(withTenantID tid: String, equals candidate: String) -> Bool {
+        var template = self
+        var tid = tid
+        var candidate = candidate
+        return template.withUTF8 { template in
+            tid.withUTF8 { tid in
+                candidate.withUTF8 { candidate in
+                    let placeholder = StaticString("{tenantid}")
+                    let marker = UnsafeBufferPointer(start: placeholder.utf8Start, count: placeholder.utf8CodeUnitCount)
+                    var index = 0
+                    var position = 0
+                    while index < template.count {
+                        if template[index] == marker[0], index + marker.count <= template.count,
+                            UnsafeBufferPointer(rebasing: template[index..<(index + marker.count)]).elementsEqual(marker)
+                        {
+                            guard position + tid.count <= candidate.count,
+                                UnsafeBufferPointer(rebasing: candidate[position..<(position + tid.count)]).elementsEqual(tid)
+                            else { return false }
+                            position += tid.count
+                            index += marker.count
+                        } else {
+                            guard position < candidate.count, candidate[position] == template[index] else { return false }
+                            position += 1
+                            index += 1
+                        }
+                    }
+                    return position == candidate.count
+                }
+            }
+        }
+    }
+
     /// The issuer template with `{tenantid}` replaced, over bytes (Swift's `replacing` walks Characters: several
     /// microseconds per Microsoft token, and identities are bytes anyway).
     func replacingTenantID(with tid: String) -> String {
