@@ -1,4 +1,3 @@
-import COpenSSL
 // tokenguard's benchmark: `swift run -c release bench [--quick] [--json FILE]`.
 //
 // In one run, on identical tokens: the raw OpenSSL verify rate (the limit); tokenguard's full verification per
@@ -97,25 +96,6 @@ do {
                 print(String(format: "  index payload %.0f ns", ns { (try? IndexedJSONObject(jws.payload)) != nil }))
                 print(String(format: "  tree payload %.0f ns", ns { (try? JSONParser.parseObject(jws.payload)) != nil }))
                 print(String(format: "  sha256 hex nonce %.0f ns", ns { SHA256.hexDigest(fixture.nonce.utf8).utf8.count == 64 }))
-                let mdctx = EVP_MD_CTX_new()
-                let md = EVP_MD_fetch(nil, "SHA256", nil)
-                var out = [UInt8](repeating: 0, count: 32)
-                let nonceBytes = Array(fixture.nonce.utf8)
-                print(
-                    String(
-                        format: "  reused EVP_MD_CTX init_ex2 %.0f ns",
-                        ns {
-                            EVP_DigestInit_ex2(mdctx, md, nil) == 1 && EVP_DigestUpdate(mdctx, nonceBytes, nonceBytes.count) == 1
-                                && EVP_DigestFinal_ex(mdctx, &out, nil) == 1
-                        }))
-                print(
-                    String(
-                        format: "  reused EVP_MD_CTX init_ex(nil md) %.0f ns",
-                        ns {
-                            EVP_DigestInit_ex(mdctx, nil, nil) == 1 && EVP_DigestUpdate(mdctx, nonceBytes, nonceBytes.count) == 1
-                                && EVP_DigestFinal_ex(mdctx, &out, nil) == 1
-                        }))
-                print(String(format: "  EVP_Digest %.0f ns", ns { EVP_Digest(nonceBytes, nonceBytes.count, &out, nil, md, nil) == 1 }))
                 print(
                     String(
                         format: "  currentKeys %.0f ns",

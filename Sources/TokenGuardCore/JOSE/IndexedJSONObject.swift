@@ -287,49 +287,15 @@ extension JSONParser.Cursor {
         guard position < bytes.count else { return }
         switch bytes[position] {
         case UInt8(ascii: "{"):
-            out.append(UInt8(ascii: "{"))
-            position += 1
-            var first = true
-            while true {
-                skipWhitespace()
-                guard position < bytes.count else { return }
-                if bytes[position] == UInt8(ascii: "}") {
-                    position += 1
-                    break
-                }
-                if bytes[position] == UInt8(ascii: ",") {
-                    position += 1
-                    continue
-                }
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
-                writeCanonicalString(into: &out)
-                skipWhitespace()
-                position += 1  // :
+            writeCanonicalContainer(close: UInt8(ascii: "}"), into: &out) { cursor, out in
+                cursor.writeCanonicalString(into: &out)
+                cursor.skipWhitespace()
+                cursor.position += 1  // :
                 out.append(UInt8(ascii: ":"))
-                writeCanonicalValue(into: &out)
+                cursor.writeCanonicalValue(into: &out)
             }
-            out.append(UInt8(ascii: "}"))
         case UInt8(ascii: "["):
-            out.append(UInt8(ascii: "["))
-            position += 1
-            var first = true
-            while true {
-                skipWhitespace()
-                guard position < bytes.count else { return }
-                if bytes[position] == UInt8(ascii: "]") {
-                    position += 1
-                    break
-                }
-                if bytes[position] == UInt8(ascii: ",") {
-                    position += 1
-                    continue
-                }
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
-                writeCanonicalValue(into: &out)
-            }
-            out.append(UInt8(ascii: "]"))
+            writeCanonicalContainer(close: UInt8(ascii: "]"), into: &out) { cursor, out in cursor.writeCanonicalValue(into: &out) }
         case UInt8(ascii: "\""):
             writeCanonicalString(into: &out)
         case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
@@ -357,6 +323,32 @@ extension JSONParser.Cursor {
             }
             JSONWriter.write(value, into: &out)
         }
+    }
+
+    /// An object or array at the cursor: its opening byte, each element written by `element` with commas between
+    /// (whitespace dropped), then `close`.
+    private mutating func writeCanonicalContainer(
+        close: UInt8, into out: inout [UInt8], _ element: (inout JSONParser.Cursor, inout [UInt8]) -> Void
+    ) {
+        out.append(bytes[position])
+        position += 1
+        var first = true
+        while true {
+            skipWhitespace()
+            guard position < bytes.count else { return }
+            if bytes[position] == close {
+                position += 1
+                break
+            }
+            if bytes[position] == UInt8(ascii: ",") {
+                position += 1
+                continue
+            }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            element(&self, &out)
+        }
+        out.append(close)
     }
 
     /// Whether `byte` continues a number past its integer digits (a fraction or an exponent).
