@@ -19,10 +19,13 @@ final class RawOpenSSLVerifier {
 
     init(fixture: Fixture) throws {
         let pem = Array(try fixture.key.signingKey.publicKeyPEM().utf8)
-        guard let bio = BIO_new_mem_buf(pem, Int32(pem.count)), let pkey = PEM_read_bio_PUBKEY(bio, nil, nil, nil) else {
-            throw RunnerError("PEM_read_bio_PUBKEY")
+        // BIO_new_mem_buf keeps the pointer: the BIO is made, read and freed while the buffer is pinned.
+        let parsed: OpaquePointer? = pem.withUnsafeBufferPointer { buffer in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PUBKEY(bio, nil, nil, nil)
         }
-        BIO_free(bio)
+        guard let pkey = parsed else { throw RunnerError("PEM_read_bio_PUBKEY") }
         self.pkey = pkey
         let parts = segments(fixture.token)
         message = Array("\(parts[0]).\(parts[1])".utf8)

@@ -57,20 +57,11 @@ package struct BatchProcessor: Sendable {
     /// `{"id": ..., ` then the verdict's members: a verdict's own JSON bytes (written once, claims straight from the
     /// payload) follow the id, rather than a tree of every claim built and written again per line.
     private func output(id: JSONValue, provider: String?, _ result: VerificationResult) -> Output {
-        var out: [UInt8] = Array(#"{"id":"#.utf8)
-        JSONWriter.write(id, into: &out)
         let code: ErrorCode?
-        let body: [UInt8]
         switch result {
-        case .success(let verdict):
-            code = nil
-            body = verdict.jsonBytes
-        case .failure(let error):
-            code = error.code
-            body = JSONWriter.bytes(.object(error.json(provider: provider)))
+        case .success: code = nil
+        case .failure(let error): code = error.code
         }
-        out.append(UInt8(ascii: ","))
-        out.append(contentsOf: body.dropFirst())  // its "{"
-        return Output(json: out, code: code)
+        return Output(json: JSONWriter.withLeadingID(id, result.jsonBytes(provider: provider)), code: code)
     }
 }

@@ -97,7 +97,9 @@ final class DeadlineWheel: Sendable {
 
     /// Registers a deadline; returns its id for ``remove(_:)``.
     func add(after seconds: Double, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
-        let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
+        // Clamped before the conversion: a NaN, an infinity or a huge value must not trap (config allows 1–600 s).
+        let milliseconds = seconds.isFinite ? Int64(min(max(seconds, 0), 86_400) * 1000) : 0
+        let deadline = ContinuousClock.now.advanced(by: .milliseconds(milliseconds))
         let (id, start) = state.withLock { state -> (UInt64, Bool) in
             state.nextID &+= 1
             state.pending[state.nextID] = Entry(deadline: deadline, expire: expire)

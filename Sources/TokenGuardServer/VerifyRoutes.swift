@@ -140,27 +140,20 @@ struct VerifyRoutes: Sendable {
     static func verifyItem(_ entry: JSONValue, registry: VerifierRegistry) async -> [UInt8] {
         let item: VerifyRequest
         // An item's id comes back first in its result, as `tokenguard batch` does (contract: "Batch ids").
-        func withID(_ id: JSONValue?, _ verdict: [UInt8]) -> [UInt8] {
-            guard let id else { return verdict }
-            var out = Array(#"{"id":"#.utf8)
-            JSONWriter.write(id, into: &out)
-            out.append(UInt8(ascii: ","))
-            out.append(contentsOf: verdict.dropFirst())  // its "{"
-            return out
-        }
+        func withID(_ id: JSONValue?, _ verdict: [UInt8]) -> [UInt8] { id.map { JSONWriter.withLeadingID($0, verdict) } ?? verdict }
         do throws(VerificationError) {
             item = try VerifyRequest.item(entry)
         } catch {
-            return withID(entry.objectValue?["id"], JSONWriter.bytes(.object(error.json(provider: entry.objectValue?["provider"]?.stringValue))))
+            return withID(
+                entry.objectValue?["id"], VerificationResult.failure(error).jsonBytes(provider: entry.objectValue?["provider"]?.stringValue))
         }
         let started = DispatchTime.now()
         let (result, explanation) = await registry.verify(
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
-        // A verdict's own bytes (claims written from the payload), unless checks are asked for.
-        if case .success(let valid) = result, explanation == nil { return withID(item.id, valid.jsonBytes) }
+        guard let explanation else { return withID(item.id, result.jsonBytes(provider: item.provider)) }
         var verdict = result.json(provider: item.provider)
-        if let explanation { verdict.set("checks", explanation.json) }
+        verdict.set("checks", explanation.json)
         return withID(item.id, JSONWriter.bytes(.object(verdict)))
     }
 }

@@ -9,6 +9,18 @@ public enum JSONWriter {
 
     public static func string(_ value: JSONValue) -> String { String(decoding: bytes(value), as: UTF8.self) }
 
+    /// A written JSON object with `"id"` as its first member (batch results), without parsing it again. `object` is
+    /// JSON text of an object with at least one member, none of them named `id`.
+    public static func withLeadingID(_ id: JSONValue, _ object: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(object.count + 16)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        write(id, into: &out)
+        out.append(UInt8(ascii: ","))
+        out.append(contentsOf: object.dropFirst())  // its "{"
+        return out
+    }
+
     /// Compact JSON in printable ASCII only: every byte 0x20...0x7E. Characters outside it are written as `\u`
     /// escapes (surrogate pairs above U+FFFF), so the text can travel where a control byte or non-ASCII byte must
     /// never appear (an HTTP header value).

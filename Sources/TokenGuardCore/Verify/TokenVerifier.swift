@@ -273,13 +273,16 @@ public struct TokenVerifier: Sendable {
     /// refusal).
     func nonceMatchesPlainClaim(_ reader: ClaimsReader, requested: String?) -> Bool {
         guard let requested, requested.utf8.count <= Self.maximumNonceBytes else { return false }
-        let matched = reader.claims.withPlainString("nonce") { claimed in
-            switch policy.nonceMode {
-            case .sha256: SHA256.withHexDigest(of: requested.utf8) { expected in ConstantTime.equals(expected, claimed) }
-            case .raw: ConstantTime.equals(requested.utf8, claimed)
-            }
+        return reader.claims.withPlainString("nonce") { claimed in nonce(requested, matches: claimed) } == true
+    }
+
+    /// The nonce rule itself, over the token's nonce bytes: SHA-256 hex of the raw nonce, or the raw nonce, compared in
+    /// constant time.
+    func nonce(_ requested: String, matches claimed: some Collection<UInt8>) -> Bool {
+        switch policy.nonceMode {
+        case .sha256: SHA256.withHexDigest(of: requested.utf8) { expected in ConstantTime.equals(expected, claimed) }
+        case .raw: ConstantTime.equals(requested.utf8, claimed)
         }
-        return matched == true
     }
 
     /// Apple's account flags, normalised: `is_private_email` a boolean (Apple sent the string "true" before 2024;
@@ -452,12 +455,7 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(.invalidRequest, "nonce is longer than \(Self.maximumNonceBytes) bytes")
         }
         guard let claimed else { throw VerificationError(.nonceMissing, "a nonce was given but the token carries none") }
-        let matches: Bool
-        switch policy.nonceMode {
-        case .sha256: matches = SHA256.withHexDigest(of: requested.utf8) { expected in ConstantTime.equals(expected, claimed.utf8) }
-        case .raw: matches = ConstantTime.equals(requested.utf8, claimed.utf8)
-        }
-        guard matches else {
+        guard nonce(requested, matches: claimed.utf8) else {
             throw VerificationError(
                 .nonceMismatch,
                 policy.nonceMode == .sha256

@@ -97,50 +97,14 @@ public struct Verdict: Sendable, Equatable {
     /// the claims written from the payload without building their tree.
     public var jsonBytes: [UInt8] {
         encoding.bytes {
-            // Written member by member, in ``head``'s order, with JSONWriter's own string and number forms.
+            // The members before `claims` (one list, ``head``), then the claims from the payload's bytes.
             var out: [UInt8] = []
             out.reserveCapacity(fields.claims.span.count + 512)
-            func name(_ name: StaticString) {
+            for (name, value) in head {
                 out.append(UInt8(ascii: out.isEmpty ? "{" : ","))
-                out.append(UInt8(ascii: "\""))
-                out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-                out.append(contentsOf: #"":"#.utf8)
-            }
-            func string(_ value: String?) {
-                if let value { JSONWriter.writeString(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
-            }
-            func integer(_ value: Int64?) {
-                if let value { JSONWriter.writeInteger(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
-            }
-            name("valid")
-            out.append(contentsOf: "true".utf8)
-            name("provider")
-            string(provider)
-            name("subject")
-            string(subject)
-            name("user_id")
-            string(userID)
-            name("issuer")
-            string(issuer)
-            name("audience")
-            string(audience)
-            name("expires_at")
-            integer(expiresAt)
-            name("issued_at")
-            integer(issuedAt)
-            name("key_id")
-            string(keyID)
-            name("email")
-            string(email)
-            name("email_verified")
-            out.append(contentsOf: (emailVerified ? "true" : "false").utf8)
-            name("tenant_id")
-            string(tenantID)
-            for extraMember in extra.members {
-                out.append(UInt8(ascii: ","))
-                JSONWriter.writeString(extraMember.name, into: &out)
+                JSONWriter.writeString(name, into: &out)
                 out.append(UInt8(ascii: ":"))
-                JSONWriter.write(extraMember.value, into: &out)
+                JSONWriter.write(value, into: &out)
             }
             out.append(contentsOf: #","claims":"#.utf8)
             fields.claims.writeCanonical(into: &out)
@@ -188,6 +152,14 @@ extension VerificationError {
 public typealias VerificationResult = Result<Verdict, VerificationError>
 
 extension Result where Success == Verdict, Failure == VerificationError {
+    /// ``json(provider:)`` as JSON text: a verdict's own bytes (claims written from the payload), or the error's.
+    public func jsonBytes(provider: String?) -> [UInt8] {
+        switch self {
+        case .success(let verdict): verdict.jsonBytes
+        case .failure(let error): JSONWriter.bytes(.object(error.json(provider: provider)))
+        }
+    }
+
     public func json(provider: String?) -> JSONObject {
         switch self {
         case .success(let verdict): verdict.json
