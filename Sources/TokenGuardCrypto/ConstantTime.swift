@@ -4,6 +4,13 @@ public enum ConstantTime {
     /// Compares two byte strings without an early exit, so the time taken does not reveal where they differ.
     ///
     /// Lengths are compared first; that leaks only the length, which for a SHA-256 hex nonce is public.
+    public static func equals(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        guard let l = a.baseAddress, let r = b.baseAddress, a.count > 0 else { return true }
+        return unsafe CRYPTO_memcmp(l, r, a.count) == 0
+    }
+
+    /// The same over any byte collections (copied when not contiguous).
     public static func equals<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
         // Contiguous bytes (a native String's UTF-8, an array) are compared in place, without copies.
         if let inPlace = a.withContiguousStorageIfAvailable({ left in

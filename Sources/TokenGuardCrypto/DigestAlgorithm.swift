@@ -66,17 +66,20 @@ public enum SHA256 {
     /// Runs `body` with the lowercase hex of SHA-256(`bytes`) in a buffer on the stack (a nonce check compares it
     /// where it lies: no digest array, no string).
     public static func withHexDigest<Bytes: Collection<UInt8>, R>(of bytes: Bytes, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let result = bytes.withContiguousStorageIfAvailable({ unsafe withHexDigest(of: $0, body) }) { return result }
+        return unsafe Array(bytes).withUnsafeBufferPointer { unsafe withHexDigest(of: $0, body) }
+    }
+
+    /// The same over a buffer (no generic dispatch: a nonce check runs this on every verification).
+    public static func withHexDigest<R>(of bytes: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 96) { scratch in
             guard let digest = scratch.baseAddress else { preconditionFailure("a temporary allocation of 96 bytes has an address") }
             let hex = unsafe digest + 32
             var size: UInt32 = 0
-            let ok: Int32 =
-                bytes.withContiguousStorageIfAvailable { buffer in
-                    unsafe EVP_Digest(buffer.baseAddress, buffer.count, digest, &size, DigestAlgorithm.sha256.md, nil)
-                }
-                ?? (unsafe Array(bytes).withUnsafeBufferPointer { buffer in
-                    unsafe EVP_Digest(buffer.baseAddress, buffer.count, digest, &size, DigestAlgorithm.sha256.md, nil)
-                })
+            // EVP_Digest wants an address even for no bytes.
+            let ok: Int32 = unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { empty in
+                unsafe EVP_Digest(bytes.baseAddress ?? UnsafePointer(empty.baseAddress), bytes.count, digest, &size, DigestAlgorithm.sha256.md, nil)
+            }
             precondition(ok == 1 && size == 32, "EVP_Digest(SHA-256) failed: out of memory")
             for index in 0..<32 {
                 let byte = unsafe digest[index]

@@ -47,14 +47,23 @@ import TokenGuardSync
     public let bits: Int
     /// Initialised verification contexts, one per algorithm used with this key, made on first use.
     private let templates = Locked<[SignatureAlgorithm: VerificationTemplate]>([:])
-    /// Idle `EVP_PKEY_CTX`s initialised for verifying a pre-computed digest, per algorithm. A verification takes
-    /// one (or makes one), uses it alone, and puts it back; at most `maximumPooledContexts` idle ones are kept.
-    private let verifyContexts = Locked<[SignatureAlgorithm: [PooledContext]]>([:])
+    /// Idle contexts for verifying a digest, per algorithm (indexed by ``SignatureAlgorithm/ordinal``). A
+    /// verification takes one (or makes one), uses it alone, and puts it back; at most `maximumPooledContexts` idle
+    /// ones are kept per algorithm.
+    private let verifyContexts = Locked<[[PooledContext]]>(Array(repeating: [], count: SignatureAlgorithm.allCases.count))
 
-    /// An idle pooled context. `@unchecked Sendable`: it moves between threads only through the pool's lock,
-    /// and a verification that takes it out is its only user until it is put back.
+    /// An idle pooled context: an `EVP_PKEY_CTX` initialised for `EVP_PKEY_verify`, and an `EVP_MD_CTX` to hash the
+    /// signing input in (reinitialised per use, which costs less than making one). `@unchecked Sendable`: it moves
+    /// between threads only through the pool's lock, and a verification that takes it out is its only user until it
+    /// is put back.
     @safe struct PooledContext: @unchecked Sendable {
-        let pointer: OpaquePointer
+        let verify: OpaquePointer
+        let digest: OpaquePointer
+
+        func free() {
+            unsafe EVP_PKEY_CTX_free(verify)
+            unsafe EVP_MD_CTX_free(digest)
+        }
     }
     static let maximumPooledContexts = 64
 
@@ -66,28 +75,37 @@ import TokenGuardSync
 
     deinit {
         verifyContexts.withLock { pools in
-            for pool in pools.values { for ctx in pool { unsafe EVP_PKEY_CTX_free(ctx.pointer) } }
+            for pool in pools { for context in pool { context.free() } }
         }
         unsafe EVP_PKEY_free(pkey)
     }
 
-    /// Runs `body` with an `EVP_PKEY_CTX` set up for `EVP_PKEY_verify` of a digest under `algorithm`, used by this
-    /// call alone; nil when OpenSSL cannot make one.
-    func withVerifyContext(for algorithm: SignatureAlgorithm, _ body: (OpaquePointer) -> Bool) -> Bool? {
-        let pooled: OpaquePointer? = unsafe verifyContexts.withLock { pools in unsafe pools[algorithm]?.popLast()?.pointer }
-        guard let ctx = unsafe pooled ?? makeVerifyContext(for: algorithm) else { return nil }
-        let result = unsafe body(ctx)
-        let returned = unsafe PooledContext(pointer: ctx)
+    /// Runs `body` with a context set up for `EVP_PKEY_verify` of a digest under `algorithm` (and one to compute that
+    /// digest in), used by this call alone; nil when OpenSSL cannot make them.
+    func withVerifyContext(for algorithm: SignatureAlgorithm, _ body: (PooledContext) -> Bool) -> Bool? {
+        let slot = algorithm.ordinal
+        let pooled = unsafe verifyContexts.withLock { pools in pools[slot].popLast() }
+        guard let context = unsafe pooled ?? makeVerifyContext(for: algorithm) else { return nil }
+        let result = unsafe body(context)
         let kept = verifyContexts.withLock { pools -> Bool in
-            guard pools[algorithm, default: []].count < Self.maximumPooledContexts else { return false }
-            pools[algorithm, default: []].append(returned)
+            guard pools[slot].count < Self.maximumPooledContexts else { return false }
+            pools[slot].append(context)
             return true
         }
-        if !kept { unsafe EVP_PKEY_CTX_free(ctx) }
+        if !kept { context.free() }
         return result
     }
 
-    private func makeVerifyContext(for algorithm: SignatureAlgorithm) -> OpaquePointer? {
+    private func makeVerifyContext(for algorithm: SignatureAlgorithm) -> PooledContext? {
+        guard let md = unsafe EVP_MD_CTX_new() else { return nil }
+        guard let ctx = unsafe makePKeyContext(for: algorithm) else {
+            unsafe EVP_MD_CTX_free(md)
+            return nil
+        }
+        return unsafe PooledContext(verify: ctx, digest: md)
+    }
+
+    private func makePKeyContext(for algorithm: SignatureAlgorithm) -> OpaquePointer? {
         guard let digest = algorithm.digest, let ctx = unsafe EVP_PKEY_CTX_new(pkey, nil) else { return nil }
         var ok = unsafe EVP_PKEY_verify_init(ctx) == 1 && EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1
         if ok && algorithm.usesPSS {

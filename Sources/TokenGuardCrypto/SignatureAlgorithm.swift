@@ -25,6 +25,22 @@ public enum SignatureAlgorithm: String, Sendable, CaseIterable, Hashable {
         }
     }
 
+    /// A small index per case (its position in `allCases`), for tables kept per algorithm.
+    var ordinal: Int {
+        switch self {
+        case .rs256: 0
+        case .rs384: 1
+        case .rs512: 2
+        case .ps256: 3
+        case .ps384: 4
+        case .ps512: 5
+        case .es256: 6
+        case .es384: 7
+        case .es512: 8
+        case .edDSA: 9
+        }
+    }
+
     var digest: DigestAlgorithm? {
         switch self {
         case .rs256, .ps256, .es256: .sha256

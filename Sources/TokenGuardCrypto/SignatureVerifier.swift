@@ -82,20 +82,25 @@ public enum SignatureVerifier {
         algorithm: SignatureAlgorithm
     ) -> Bool {
         if let digestAlgorithm = algorithm.digest {
-            // Hash once with the fetched digest (into a stack buffer), then verify the digest on a pooled, already
-            // initialised EVP_PKEY_CTX: the per-call cost is OpenSSL's verify itself, as in the raw limit.
-            return unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { digest in
-                var size: UInt32 = 0
-                guard unsafe EVP_Digest(message, messageCount, digest.baseAddress, &size, digestAlgorithm.md, nil) == 1 else {
-                    _ = OpenSSLError.drainErrorQueue()
-                    return false
-                }
-                return unsafe key.withVerifyContext(for: algorithm) { ctx in
-                    let result = unsafe EVP_PKEY_verify(ctx, signature.baseAddress, signature.count, digest.baseAddress, Int(size))
+            // Hash once with the fetched digest (into a stack buffer, on the pooled context's reused EVP_MD_CTX), then
+            // verify the digest on its already initialised EVP_PKEY_CTX: the per-call cost is OpenSSL's verify itself,
+            // as in the raw limit, plus the hash.
+            return unsafe key.withVerifyContext(for: algorithm) { context in
+                unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { digest in
+                    var size: UInt32 = 0
+                    guard unsafe EVP_DigestInit_ex2(context.digest, digestAlgorithm.md, nil) == 1,
+                        unsafe EVP_DigestUpdate(context.digest, message, messageCount) == 1,
+                        unsafe EVP_DigestFinal_ex(context.digest, digest.baseAddress, &size) == 1,
+                        Int(size) == digestAlgorithm.outputByteCount
+                    else {
+                        _ = OpenSSLError.drainErrorQueue()
+                        return false
+                    }
+                    let result = unsafe EVP_PKEY_verify(context.verify, signature.baseAddress, signature.count, digest.baseAddress, Int(size))
                     if result != 1 { _ = OpenSSLError.drainErrorQueue() }
                     return result == 1
-                } ?? false
-            }
+                }
+            } ?? false
         }
         // Ed25519 has no pre-hashed form: copy an initialised context (cheaper than initialising one).
         guard let template = key.verificationTemplate(for: algorithm), let ctx = unsafe EVP_MD_CTX_new() else { return false }

@@ -17,6 +17,17 @@ extension String {
     }
 }
 
+extension String {
+    /// True when this string's UTF-8 bytes are exactly `bytes`.
+    @inlinable
+    public func sameBytes(as bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let utf8 = utf8
+        guard utf8.count == bytes.count else { return false }
+        return utf8.withContiguousStorageIfAvailable { ByteCompare.equal(UnsafeRawBufferPointer($0), UnsafeRawBufferPointer(bytes)) }
+            ?? utf8.elementsEqual(bytes)
+    }
+}
+
 /// Byte comparison a word at a time (tokens are compared on every verified-token cache hit).
 @usableFromInline
 enum ByteCompare {
@@ -116,6 +127,13 @@ public enum CompactJWSAlphabet {
 public enum ASCII {
     public static func lowercased(_ text: String) -> String {
         String(decoding: text.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+    }
+
+    /// True when ``lowercased(_:)`` of `text` has exactly the bytes of `other`, without making that string.
+    public static func lowercased(_ text: String, hasBytesOf other: String) -> Bool {
+        let (left, right) = (text.utf8, other.utf8)
+        guard left.count == right.count else { return false }
+        return zip(left, right).allSatisfy { a, b in ((UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(a) ? a | 0x20 : a) == b }
     }
 
     /// True when both have the same bytes up to ASCII letter case (header names; never Unicode case folding).

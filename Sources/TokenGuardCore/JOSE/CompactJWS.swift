@@ -15,6 +15,18 @@ public struct CompactJWS: Sendable {
         guard token.count <= maxBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maxBytes)")
         }
+        // The first dot from the start and the last from the end: when all three segments then decode, the payload
+        // between them holds no dot (a dot is outside the alphabet), so the token has exactly three segments and the
+        // signature is never scanned twice. Anything else takes the exact way below, which names what is wrong.
+        let (first, last) = token.withUnsafeBufferPointer { bytes in (Self.dot(in: bytes, from: 0), Self.lastDot(in: bytes)) }
+        if let first, let last, first > 0, last > first, let decoded = decode(token, firstDot: first, secondDot: last).decoded {
+            return try assemble(token, secondDot: last, decoded)
+        }
+        return try parseExactly(token)
+    }
+
+    /// The refusals in the order a reader meets them: the segment count, an empty header, then each segment in turn.
+    static func parseExactly(_ token: [UInt8]) throws(VerificationError) -> CompactJWS {
         guard !token.isEmpty else { throw VerificationError(.malformedToken, "token is empty") }
         let (firstDot, secondDot, more) = token.withUnsafeBufferPointer { bytes in
             let first = Self.dot(in: bytes, from: 0)
@@ -29,42 +41,80 @@ public struct CompactJWS: Sendable {
         guard firstDot > 0 else { throw VerificationError(.malformedToken, "the header segment is empty") }
         // An empty signature segment is left to the algorithm check (alg none → unsupported_algorithm) and then to
         // the signature check (invalid_signature), which give the clearer answer.
+        let (decoded, refused) = decode(token, firstDot: firstDot, secondDot: secondDot)
+        guard let decoded else {
+            let names = ["header", "payload", "signature"]
+            throw VerificationError(.malformedToken, "the \(names[refused]) is not canonical unpadded base64url")
+        }
+        return try assemble(token, secondDot: secondDot, decoded)
+    }
+
+    /// The three segments decoded into one buffer, with each one's size; or nil and the index of the first segment
+    /// (in order, as one by one) that has an impossible length or a byte outside the alphabet.
+    private static func decode(
+        _ token: [UInt8], firstDot: Int, secondDot: Int
+    ) -> (decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)?, refused: Int) {
         let segments = [0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count]
-        let names = ["header", "payload", "signature"]
-        // Segments are judged in order, as one by one: the first that has an impossible length or a byte outside the
-        // alphabet is the one named.
-        var sizes = [0, 0, 0]
+        var sizes = (0, 0, 0)
         var badLength = 3
         for index in 0..<3 {
             guard let size = Base64URL.decodedCount(segments[index].count) else {
                 badLength = index
                 break
             }
-            sizes[index] = size
+            switch index {
+            case 0: sizes.0 = size
+            case 1: sizes.1 = size
+            default: sizes.2 = size
+            }
         }
         var refused = badLength < 3 ? badLength : -1
-        let decoded = [UInt8](unsafeUninitializedCapacity: sizes[0] + sizes[1] + sizes[2]) { out, initialized in
+        let counts = [sizes.0, sizes.1, sizes.2]
+        let decoded = [UInt8](unsafeUninitializedCapacity: sizes.0 + sizes.1 + sizes.2) { out, initialized in
             token.withUnsafeBufferPointer { bytes in
                 var offset = 0
                 for index in 0..<badLength {
                     let input = UnsafeBufferPointer(rebasing: bytes[segments[index]])
-                    let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + sizes[index])])
+                    let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + counts[index])])
                     if !Base64URL.decode(input, into: output) {
                         refused = index
                         break
                     }
-                    offset += sizes[index]
+                    offset += counts[index]
                 }
             }
             // Every byte is written when all three decode; a refused buffer is zeroed, then dropped unread.
             if refused >= 0 { out.initialize(repeating: 0) }
             initialized = out.count
         }
-        if refused >= 0 { throw VerificationError(.malformedToken, "the \(names[refused]) is not canonical unpadded base64url") }
-        let header = try JOSEHeader.parse(decoded[0..<sizes[0]])
+        return refused >= 0 ? (nil, refused) : ((decoded, sizes.0, sizes.1), -1)
+    }
+
+    private static func assemble(
+        _ token: [UInt8], secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)
+    ) throws(VerificationError) -> CompactJWS {
+        let (bytes, headerCount, payloadCount) = decoded
+        let header = try JOSEHeader.parse(bytes[0..<headerCount])
         return CompactJWS(
-            signingInput: token[..<secondDot], header: header, payload: decoded[sizes[0]..<(sizes[0] + sizes[1])],
-            signature: decoded[(sizes[0] + sizes[1])...])
+            signingInput: token[..<secondDot], header: header, payload: bytes[headerCount..<(headerCount + payloadCount)],
+            signature: bytes[(headerCount + payloadCount)...])
+    }
+
+    /// The index of the last `.`, eight bytes at a time from the end.
+    static func lastDot(in bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        let raw = UnsafeRawBufferPointer(bytes)
+        var end = raw.count
+        let dots: UInt64 = 0x2E2E_2E2E_2E2E_2E2E
+        while end >= 8 {
+            let word = raw.loadUnaligned(fromByteOffset: end - 8, as: UInt64.self) ^ dots
+            if (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080 != 0 { break }
+            end -= 8
+        }
+        while end > 0 {
+            end -= 1
+            if raw[end] == UInt8(ascii: ".") { return end }
+        }
+        return nil
     }
 
     /// The index of the first `.` at or after `start`, eight bytes at a time (tokens are about a kilobyte).
@@ -108,19 +158,44 @@ public struct JOSEHeader: Sendable {
         } catch {
             throw VerificationError(.malformedToken, "the header is not a valid JSON object: \(error)")
         }
-        guard let algValue = object["alg"] else { throw VerificationError(.malformedToken, "the header has no alg") }
+        // One visit per member (names are unique: the index refuses duplicates), then the checks in a fixed order.
+        var (alg, kid, typ, crit): (JSONValue?, JSONValue?, JSONValue?, JSONValue?) = (nil, nil, nil, nil)
+        var hasNonce = false
+        var keyReferences = (jwk: false, jku: false, x5u: false, x5c: false)
+        object.forEachMember { name, member in
+            if IndexedJSONObject.name(name, is: "alg") {
+                alg = object.value(of: member)
+            } else if IndexedJSONObject.name(name, is: "kid") {
+                kid = object.value(of: member)
+            } else if IndexedJSONObject.name(name, is: "typ") {
+                typ = object.value(of: member)
+            } else if IndexedJSONObject.name(name, is: "crit") {
+                crit = object.value(of: member)
+            } else if IndexedJSONObject.name(name, is: "nonce") {
+                hasNonce = true
+            } else if IndexedJSONObject.name(name, is: "jwk") {
+                keyReferences.jwk = true
+            } else if IndexedJSONObject.name(name, is: "jku") {
+                keyReferences.jku = true
+            } else if IndexedJSONObject.name(name, is: "x5u") {
+                keyReferences.x5u = true
+            } else if IndexedJSONObject.name(name, is: "x5c") {
+                keyReferences.x5c = true
+            }
+        }
+        guard let algValue = alg else { throw VerificationError(.malformedToken, "the header has no alg") }
         guard let algorithm = algValue.stringValue else { throw VerificationError(.malformedToken, "the header alg is not a string") }
         var keyID: String? = nil
-        if let kidValue = object["kid"] {
+        if let kidValue = kid {
             guard let kid = kidValue.stringValue else { throw VerificationError(.malformedToken, "the header kid is not a string") }
             keyID = kid
         }
         var type: String? = nil
-        if let typValue = object["typ"] {
+        if let typValue = typ {
             guard let typ = typValue.stringValue else { throw VerificationError(.malformedToken, "the header typ is not a string") }
             type = typ
         }
-        if let critValue = object["crit"] {
+        if let critValue = crit {
             // RFC 7515 §4.1.11: a non-empty array of names that must be understood, none of them a registered header.
             guard let crit = critValue.arrayValue, !crit.isEmpty else {
                 throw VerificationError(.malformedToken, "the header crit must be a non-empty array")
@@ -133,9 +208,10 @@ public struct JOSEHeader: Sendable {
             }
         }
         var references: [String] = []
-        // A literal array of literals is static, immortal storage: no reference count shared between threads.
-        for name in ["jwk", "jku", "x5u", "x5c"] where object.contains(name) { references.append(name) }
-        return JOSEHeader(
-            algorithm: algorithm, keyID: keyID, type: type, hasNonce: object.contains("nonce"), ignoredKeyReferences: references)
+        if keyReferences.jwk { references.append("jwk") }
+        if keyReferences.jku { references.append("jku") }
+        if keyReferences.x5u { references.append("x5u") }
+        if keyReferences.x5c { references.append("x5c") }
+        return JOSEHeader(algorithm: algorithm, keyID: keyID, type: type, hasNonce: hasNonce, ignoredKeyReferences: references)
     }
 }

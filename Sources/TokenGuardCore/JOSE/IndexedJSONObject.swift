@@ -116,25 +116,49 @@ public struct IndexedJSONObject: Sendable {
     }
 
     private func member(named name: String) -> Member? {
+        // A native string's bytes are read in place (no copy of the name, no reference count taken per lookup).
+        if let found = name.utf8.withContiguousStorageIfAvailable({ member(named: $0) }) { return found }
         var name = name
-        return name.withUTF8 { wanted in
-            let fingerprint = Self.fingerprint(wanted)
-            return bytes.withUnsafeBufferPointer { buffer in
-                for member in members where member.fingerprint == fingerprint {
-                    if member.escapedName >= 0 {
-                        if escapedNames[member.escapedName].elementsEqual(wanted) { return member }
-                        continue
-                    }
-                    guard member.nameEnd - member.nameStart == wanted.count else { continue }
-                    let raw = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[member.nameStart..<member.nameEnd]))
-                    if ByteCompare.equal(raw, UnsafeRawBufferPointer(wanted)) { return member }
+        return name.withUTF8 { member(named: $0) }
+    }
+
+    private func member(named wanted: UnsafeBufferPointer<UInt8>) -> Member? {
+        let fingerprint = Self.fingerprint(wanted)
+        return bytes.withUnsafeBufferPointer { buffer in
+            for member in members where member.fingerprint == fingerprint {
+                if member.escapedName >= 0 {
+                    if escapedNames[member.escapedName].elementsEqual(wanted) { return member }
+                    continue
                 }
-                return nil
+                guard member.nameEnd - member.nameStart == wanted.count else { continue }
+                let raw = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[member.nameStart..<member.nameEnd]))
+                if ByteCompare.equal(raw, UnsafeRawBufferPointer(wanted)) { return member }
+            }
+            return nil
+        }
+    }
+
+    /// Calls `body` with each member's name (its decoded bytes) and the member, in document order: a reader that wants
+    /// several members visits each once instead of looking each one up.
+    func forEachMember(_ body: (UnsafeBufferPointer<UInt8>, Member) -> Void) {
+        bytes.withUnsafeBufferPointer { buffer in
+            for member in members {
+                if member.escapedName >= 0 {
+                    escapedNames[member.escapedName].withUnsafeBufferPointer { body($0, member) }
+                } else {
+                    body(UnsafeBufferPointer(rebasing: buffer[member.nameStart..<member.nameEnd]), member)
+                }
             }
         }
     }
 
-    private func value(of member: Member) -> JSONValue? {
+    /// True when `name` has exactly the bytes of `literal`.
+    static func name(_ name: UnsafeBufferPointer<UInt8>, is literal: StaticString) -> Bool {
+        name.count == literal.utf8CodeUnitCount
+            && ByteCompare.equal(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(start: literal.utf8Start, count: name.count))
+    }
+
+    func value(of member: Member) -> JSONValue? {
         bytes.withUnsafeBufferPointer { buffer in
             // A plain string (the common case) is its bytes; anything else is parsed again where it lies.
             let first = buffer[member.valueStart]

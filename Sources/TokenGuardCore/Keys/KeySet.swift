@@ -2,8 +2,8 @@ import TokenGuardCrypto
 
 /// An immutable set of parsed verification keys: what a key source hands the verifier.
 ///
-/// Built once per JWKS document and shared by every verification until replaced; lookups are a
-/// dictionary read, with no locks and no parsing.
+/// Built once per JWKS document and shared by every verification until replaced; lookups read it
+/// with no locks and no parsing.
 public final class KeySet: Sendable {
     /// Largest JWKS document accepted (contract: 1 MiB); larger ones are refused unparsed.
     public static let maximumDocumentBytes = 1 << 20
@@ -12,8 +12,10 @@ public final class KeySet: Sendable {
 
     public let keys: [VerificationKey]
     public let skipped: [JWKParser.Skipped]
-    /// Keys by the bytes of their `kid`: a token's kid selects a key only when its bytes are identical.
-    private let byKeyID: [ByteKey: [VerificationKey]]
+    /// Keys grouped by the bytes of their `kid`, in document order: a token's kid selects a key only when its bytes
+    /// are identical. Searched in order rather than hashed: a provider publishes a handful of keys, and comparing
+    /// bytes in place costs less than hashing a copy of the token's kid.
+    private let byKeyID: [(keyID: String, keys: [VerificationKey])]
     /// RFC 7638 thumbprints of every key, to tell whether a cached verdict's key is still published.
     public let thumbprints: Set<String>
     /// Every key's ``VerificationKey/binding``: a cached verdict is served only while its key is published as it was.
@@ -22,11 +24,16 @@ public final class KeySet: Sendable {
     public init(keys: [VerificationKey], skipped: [JWKParser.Skipped] = []) {
         self.keys = keys
         self.skipped = skipped
-        var index: [ByteKey: [VerificationKey]] = [:]
+        var groups: [(keyID: String, keys: [VerificationKey])] = []
         for key in keys {
-            if let kid = key.keyID { index[ByteKey(kid), default: []].append(key) }
+            guard let kid = key.keyID else { continue }
+            if let index = groups.firstIndex(where: { $0.keyID.sameBytes(as: kid) }) {
+                groups[index].keys.append(key)
+            } else {
+                groups.append((kid, [key]))
+            }
         }
-        self.byKeyID = index
+        self.byKeyID = groups
         self.thumbprints = Set(keys.map(\.thumbprint))
         self.bindings = Set(keys.map(\.binding))
     }
@@ -67,12 +74,17 @@ public final class KeySet: Sendable {
     /// With a `kid`, only keys carrying that exact `kid` are candidates. Without one, a key is chosen only
     /// when exactly one key in the set fits the algorithm; tokenguard never tries every key in turn.
     public func candidates(keyID: String?, algorithm: SignatureAlgorithm) -> [VerificationKey] {
-        if let keyID { return byKeyID[ByteKey(keyID)] ?? [] }
+        if let keyID { return keys(withKeyID: keyID) ?? [] }
         let fitting = keys.filter { $0.permits(algorithm) }
         return fitting.count == 1 ? fitting : []
     }
 
-    public func contains(keyID: String) -> Bool { byKeyID[ByteKey(keyID)] != nil }
+    public func contains(keyID: String) -> Bool { keys(withKeyID: keyID) != nil }
+
+    private func keys(withKeyID keyID: String) -> [VerificationKey]? {
+        for group in byKeyID where group.keyID.sameBytes(as: keyID) { return group.keys }
+        return nil
+    }
 
     /// Why a key with this kid (bytes) was skipped when the JWKS was loaded, if it was.
     public func skipReason(keyID: String) -> String? {

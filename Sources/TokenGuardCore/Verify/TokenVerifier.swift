@@ -156,6 +156,11 @@ public struct TokenVerifier: Sendable {
     /// The algorithm must be a known asymmetric JWS algorithm in this provider's allow-list.
     func checkAlgorithm(_ header: JOSEHeader) throws(VerificationError) -> SignatureAlgorithm {
         let name = header.algorithm
+        // The common case: exactly the bytes of an allowed algorithm's name (none of which is `none` or an HMAC).
+        if let alg = policy.algorithms.first(where: { name.sameBytes(as: $0.rawValue) }) {
+            try checkHeaderNonce(header)
+            return alg
+        }
         let folded = ASCII.lowercased(name)
         if folded.sameBytes(as: "none") {
             throw VerificationError(.unsupportedAlgorithm, "alg none is never accepted")
@@ -170,11 +175,15 @@ public struct TokenVerifier: Sendable {
             let allowed = policy.algorithms.map(\.rawValue).sorted().joined(separator: ", ")
             throw VerificationError(.unsupportedAlgorithm, "alg \(alg.rawValue) is not allowed for \(policy.name) (allowed: \(allowed))")
         }
+        try checkHeaderNonce(header)
+        return alg
+    }
+
+    func checkHeaderNonce(_ header: JOSEHeader) throws(VerificationError) {
         if policy.rejectsHeaderNonce && header.hasNonce {
             throw VerificationError(
                 .malformedToken, "the JWS header carries a nonce: this is a Microsoft Graph access token, not an ID token")
         }
-        return alg
     }
 
     /// Signature, token type, then claims. Returns the verdict and the key that verified it.
@@ -199,8 +208,8 @@ public struct TokenVerifier: Sendable {
     /// Explicit typing (RFC 8725 §3.11): an ID-token provider refuses JWT access tokens (`at+jwt`, RFC 9068) and
     /// any other `typ` it does not list. Compared case-insensitively over ASCII; "" stands for no `typ`.
     func checkTokenType(_ header: JOSEHeader) throws(VerificationError) {
-        let type = header.type.map(ASCII.lowercased) ?? ""
-        guard policy.tokenTypes.containsBytes(type) else {
+        let type = header.type ?? ""
+        guard policy.tokenTypes.contains(where: { ASCII.lowercased(type, hasBytesOf: $0) }) else {
             let shown = header.type.map { "\"\($0.prefix(32))\"" } ?? "no typ"
             throw VerificationError(.invalidTokenType, "token type \(shown) is not accepted for \(policy.name) (an access token is not an ID token)")
         }
@@ -218,21 +227,22 @@ public struct TokenVerifier: Sendable {
             }
             throw VerificationError(.unknownKey, "the token has no kid and no single \(policy.name) key fits \(alg.rawValue)")
         }
-        let fitting = candidates.filter { $0.permits(alg) }
-        guard !fitting.isEmpty else {
+        var anyFits = false
+        for index in candidates.indices where candidates[index].permits(alg) {
+            anyFits = true
+            let result = jws.signature.withUnsafeBufferPointer { signature in
+                jws.signingInput.withUnsafeBufferPointer { message in
+                    SignatureVerifier.verify(signature: signature, message: message, key: candidates[index].publicKey, algorithm: alg)
+                }
+            }
+            if case .success = result { return candidates[index] }
+        }
+        guard anyFits else {
             let key = candidates[0]
             if let keyAlg = key.algorithm, keyAlg != alg {
                 throw VerificationError(.unsupportedAlgorithm, "the token uses \(alg.rawValue) but its key is for \(keyAlg.rawValue)")
             }
             throw VerificationError(.unsupportedAlgorithm, "\(alg.rawValue) does not fit the token's \(key.publicKey.keyType) key")
-        }
-        for key in fitting {
-            let result = jws.signature.withUnsafeBufferPointer { signature in
-                jws.signingInput.withUnsafeBufferPointer { message in
-                    SignatureVerifier.verify(signature: signature, message: message, key: key.publicKey, algorithm: alg)
-                }
-            }
-            if case .success = result { return key }
         }
         throw VerificationError(.invalidSignature, "the signature does not verify with key \"\((jws.header.keyID ?? "").prefix(64))\"")
     }
@@ -279,9 +289,19 @@ public struct TokenVerifier: Sendable {
     /// The nonce rule itself, over the token's nonce bytes: SHA-256 hex of the raw nonce, or the raw nonce, compared in
     /// constant time.
     func nonce(_ requested: String, matches claimed: some Collection<UInt8>) -> Bool {
+        let inPlace = claimed.withContiguousStorageIfAvailable { claimed in
+            requested.utf8.withContiguousStorageIfAvailable { requested in nonce(bytes: requested, matches: claimed) }
+        }
+        if let inPlace, let result = inPlace { return result }
+        return Array(requested.utf8).withUnsafeBufferPointer { requested in
+            Array(claimed).withUnsafeBufferPointer { claimed in nonce(bytes: requested, matches: claimed) }
+        }
+    }
+
+    private func nonce(bytes requested: UnsafeBufferPointer<UInt8>, matches claimed: UnsafeBufferPointer<UInt8>) -> Bool {
         switch policy.nonceMode {
-        case .sha256: SHA256.withHexDigest(of: requested.utf8) { expected in ConstantTime.equals(expected, claimed) }
-        case .raw: ConstantTime.equals(requested.utf8, claimed)
+        case .sha256: SHA256.withHexDigest(of: requested) { expected in ConstantTime.equals(expected, claimed) }
+        case .raw: ConstantTime.equals(requested, claimed)
         }
     }
 
@@ -300,7 +320,12 @@ public struct TokenVerifier: Sendable {
         case .string(let text)? where ["0", "1", "2"].containsBytes(text): status = .integer(Int64(text) ?? 0)
         default: break
         }
-        return JSONObject([("is_private_email", .bool(isPrivate)), ("real_user_status", status)])
+        // Two members appended into room for two: one allocation (a literal list would be copied into a second one).
+        var fields = JSONObject()
+        fields.reserveCapacity(2)
+        fields.appendUnchecked("is_private_email", .bool(isPrivate))
+        fields.appendUnchecked("real_user_status", status)
+        return fields
     }
 
     /// Whether the verdict's email can be trusted. Microsoft sends no trustworthy `email_verified` ("nOAuth": a
@@ -321,7 +346,7 @@ public struct TokenVerifier: Sendable {
         // The common case without making a string: `iss` is a plain string equal to an accepted issuer (returned
         // as configured: the same bytes).
         if case .exact(let accepted) = policy.issuers,
-            let match = reader.claims.withPlainString("iss", { raw in accepted.first { $0.utf8.elementsEqual(raw) } }), let match
+            let match = reader.claims.withPlainString("iss", { raw in accepted.first { $0.sameBytes(as: raw) } }), let match
         {
             return (match, nil)
         }
@@ -375,7 +400,7 @@ public struct TokenVerifier: Sendable {
                 "no audiences are configured for \(policy.name): set its audiences (or TOKENGUARD_\(policy.name.uppercased())_AUDIENCES)")
         }
         // The common case without making strings: `aud` is one plain string equal to a configured audience.
-        if let match = reader.claims.withPlainString("aud", { raw in policy.audiences.first { $0.utf8.elementsEqual(raw) } }), let match {
+        if let match = reader.claims.withPlainString("aud", { raw in policy.audiences.first { $0.sameBytes(as: raw) } }), let match {
             return match
         }
         let tokenAudiences = try reader.audiences()

@@ -1,4 +1,4 @@
-import TokenGuardSync
+import Synchronization
 
 /// A token that verified: the contract's verdict fields, plus every payload claim.
 ///
@@ -19,10 +19,14 @@ public struct Verdict: Sendable, Equatable {
         let emailVerified: Bool
         let tenantID: String?
         let claims: IndexedJSONObject
+        let extra: JSONObject
+        /// The JSON text once written: 0, or a retained ``WrittenJSON`` that this object releases when it dies. The
+        /// first writer wins; readers take it without a lock (a cached verdict is served many times, from any thread).
+        private let written = Atomic<UInt>(0)
 
         init(
             provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?, issuedAt: Int64?,
-            keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject
+            keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject, extra: JSONObject
         ) {
             self.provider = provider
             self.subject = subject
@@ -36,10 +40,45 @@ public struct Verdict: Sendable, Equatable {
             self.emailVerified = emailVerified
             self.tenantID = tenantID
             self.claims = claims
+            self.extra = extra
+        }
+
+        /// The same fields with other `extra` members (and no JSON written yet).
+        func with(extra: JSONObject) -> Fields {
+            Fields(
+                provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
+                issuedAt: issuedAt, keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims, extra: extra)
+        }
+
+        deinit {
+            if let pointer = UnsafeRawPointer(bitPattern: written.load(ordering: .acquiring)) {
+                Unmanaged<WrittenJSON>.fromOpaque(pointer).release()
+            }
+        }
+
+        /// The JSON text, written by `write` on first use.
+        func json(_ write: () -> [UInt8]) -> [UInt8] {
+            if let pointer = UnsafeRawPointer(bitPattern: written.load(ordering: .acquiring)) {
+                return Unmanaged<WrittenJSON>.fromOpaque(pointer).takeUnretainedValue().bytes
+            }
+            let mine = WrittenJSON(bytes: write())
+            let retained = Unmanaged.passRetained(mine)
+            let (stored, winner) = written.compareExchange(
+                expected: 0, desired: UInt(bitPattern: retained.toOpaque()), ordering: .acquiringAndReleasing)
+            if stored { return mine.bytes }
+            // Another thread wrote it first: the same bytes, so theirs is kept and this one dropped.
+            retained.release()
+            guard let pointer = UnsafeRawPointer(bitPattern: winner) else { return mine.bytes }
+            return Unmanaged<WrittenJSON>.fromOpaque(pointer).takeUnretainedValue().bytes
         }
     }
 
-    private let fields: Fields
+    private final class WrittenJSON: Sendable {
+        let bytes: [UInt8]
+        init(bytes: [UInt8]) { self.bytes = bytes }
+    }
+
+    private var fields: Fields
     public var provider: String { fields.provider }
     public var subject: String { fields.subject }
     public var userID: String { fields.userID }
@@ -59,11 +98,12 @@ public struct Verdict: Sendable, Equatable {
     /// One payload claim, decoded; nil when the token does not carry it.
     public func claim(_ name: String) -> JSONValue? { fields.claims[name] }
     /// Provider-specific verdict fields, written before `claims` (Apple's `is_private_email` and `real_user_status`,
-    /// a `facebook` provider's `login`).
-    public var extra = JSONObject() { didSet { encoding = EncodedVerdict() } }
-    /// The JSON text, written once and shared by every copy (a cached verdict is served many times); a change to
-    /// `extra` starts a new one.
-    private var encoding = EncodedVerdict()
+    /// a `facebook` provider's `login`). The JSON text is written once and shared by every copy; a change to `extra`
+    /// starts a new one.
+    public var extra: JSONObject {
+        get { fields.extra }
+        set { fields = fields.with(extra: newValue) }
+    }
 
     public init(
         provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
@@ -80,10 +120,9 @@ public struct Verdict: Sendable, Equatable {
         issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject,
         extra: JSONObject = JSONObject()
     ) {
-        self.extra = extra
         fields = Fields(
             provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt, issuedAt: issuedAt,
-            keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims)
+            keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims, extra: extra)
     }
 
     public static func == (lhs: Verdict, rhs: Verdict) -> Bool {
@@ -96,7 +135,7 @@ public struct Verdict: Sendable, Equatable {
     /// ``json`` as compact JSON bytes, written on first use: the same bytes as `JSONWriter.bytes(.object(json))`, with
     /// the claims written from the payload without building their tree.
     public var jsonBytes: [UInt8] {
-        encoding.bytes {
+        fields.json {
             // The members before `claims` (one list, ``head``), then the claims from the payload's bytes.
             var out: [UInt8] = []
             out.reserveCapacity(fields.claims.span.count + 512)
@@ -165,17 +204,5 @@ extension Result where Success == Verdict, Failure == VerificationError {
         case .success(let verdict): verdict.json
         case .failure(let error): error.json(provider: provider)
         }
-    }
-}
-
-/// A verdict's JSON text, once written.
-final class EncodedVerdict: Sendable {
-    private let written = Locked<[UInt8]?>(nil)
-
-    func bytes(_ write: () -> [UInt8]) -> [UInt8] {
-        if let bytes = written.withLock({ $0 }) { return bytes }
-        let bytes = write()
-        written.withLock { $0 = bytes }
-        return bytes
     }
 }

@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+import TokenGuardTestSupport
+
+@testable import TokenGuardCore
+@testable import TokenGuardCrypto
+
+/// The hot path's shortcuts against the plain way they stand in for: each must give the same answer on every input.
+struct HotPathEquivalenceTests {
+    /// The outcome of a parse as something comparable: the segments, or the refusal's code and message.
+    func outcome(_ parse: () throws(VerificationError) -> CompactJWS) -> String {
+        do {
+            let jws = try parse()
+            return "ok \(Array(jws.signingInput)) \(Array(jws.payload)) \(Array(jws.signature)) \(jws.header.algorithm)"
+        } catch {
+            return "\(error.code.rawValue) \(error.message)"
+        }
+    }
+
+    @Test("the two-ended dot search gives what the exact segment parse gives, for mutated tokens of every shape")
+    func fastParseMatchesExactParse() throws {
+        let key = try SharedTestKeys.rsa()
+        let token = try key.sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: "n"))
+        let pieces: [String] = [".", "..", "a", "A", "-", "_", "=", "!", "é", "\u{0}", "eyJ", "e30", "Zm9v", ""]
+        var random = SeededRandom(seed: 7)
+        var tokens: [[UInt8]] = [Array(token.utf8), [], Array(".".utf8), Array("..".utf8), Array("...".utf8)]
+        let bytes = Array(token.utf8)
+        for _ in 0..<4000 {
+            var mutated = bytes
+            for _ in 0..<Int.random(in: 1...3, using: &random) {
+                let at = Int.random(in: 0...mutated.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: mutated.insert(contentsOf: Array(pieces.randomElement(using: &random)!.utf8), at: at)
+                case 1 where at < mutated.count: mutated.remove(at: at)
+                default: mutated = Array(mutated[..<at]) + Array(pieces.randomElement(using: &random)!.utf8) + Array(mutated[at...])
+                }
+            }
+            tokens.append(mutated)
+        }
+        // Short tokens with dots everywhere, including around the eight-byte words the searches step by.
+        for length in 0..<20 {
+            for first in 0..<length {
+                for second in first..<length {
+                    var short = [UInt8](repeating: UInt8(ascii: "A"), count: length)
+                    short[first] = UInt8(ascii: ".")
+                    short[second] = UInt8(ascii: ".")
+                    tokens.append(short)
+                }
+            }
+        }
+        var accepted = 0
+        for candidate in tokens {
+            let fast = outcome { () throws(VerificationError) in try CompactJWS.parse(candidate, maxBytes: 16384) }
+            let exact = outcome { () throws(VerificationError) in try CompactJWS.parseExactly(candidate) }
+            #expect(fast == exact, "\(String(decoding: candidate, as: UTF8.self))")
+            if fast.hasPrefix("ok") { accepted += 1 }
+        }
+        #expect(accepted > 0, "some mutations still parse, so both branches were compared")
+    }
+
+    @Test("the header is read in one visit: escaped names count, key references are listed in a fixed order")
+    func headerOnePass() throws {
+        func header(_ json: String) throws(VerificationError) -> JOSEHeader {
+            try CompactJWS.parse(Array((Base64URL.encode(Array(json.utf8)) + ".e30.c2ln").utf8), maxBytes: 16384).header
+        }
+        let escaped = try header(#"{"\u0061lg":"RS256","k\u0069d":"k1","typ":"JWT"}"#)
+        #expect(escaped.algorithm == "RS256" && escaped.keyID == "k1" && escaped.type == "JWT" && !escaped.hasNonce)
+        let references = try header(#"{"x5c":[],"nonce":"n","alg":"ES256","jku":"u","x5u":"u","jwk":{}}"#)
+        #expect(references.ignoredKeyReferences == ["jwk", "jku", "x5u", "x5c"])
+        #expect(references.hasNonce && references.keyID == nil && references.type == nil)
+        let refusals: [(String, String)] = [
+            (#"{"kid":"k"}"#, "the header has no alg"),
+            (#"{"alg":1}"#, "the header alg is not a string"),
+            (#"{"alg":"RS256","kid":1}"#, "the header kid is not a string"),
+            (#"{"alg":"RS256","typ":null}"#, "the header typ is not a string"),
+            (#"{"alg":"RS256","crit":[]}"#, "the header crit must be a non-empty array"),
+            (#"{"alg":"RS256","crit":["b64"]}"#, "critical"),
+            (#"{"alg":"RS256","alg":"RS256"}"#, "not a valid JSON object"),
+            (#"{"alg":"RS256","\u0061lg":"none"}"#, "not a valid JSON object"),
+        ]
+        for (json, message) in refusals {
+            do throws(VerificationError) {
+                _ = try header(json)
+                Issue.record("\(json) was accepted")
+            } catch {
+                #expect(error.code == .malformedToken && error.message.contains(message), "\(json): \(error.message)")
+            }
+        }
+    }
+
+    @Test("ASCII.lowercased(_:hasBytesOf:) agrees with lowercasing and comparing bytes")
+    func caseFoldedComparison() {
+        let samples = [
+            "", "jwt", "JWT", "Jwt", "application/jwt", "Application/JWT", "at+jwt", "AT+JWT", "jwt ", "jẘt", "JẘT", "ǰwt", "\u{212A}", "k", "K",
+        ]
+        for text in samples {
+            for other in samples {
+                #expect(ASCII.lowercased(text, hasBytesOf: other) == ASCII.lowercased(text).sameBytes(as: other), "\(text) / \(other)")
+            }
+        }
+    }
+
+    @Test("keys are grouped by the bytes of their kid: equal kids are all tried, Unicode-equal ones are not the same")
+    func keyGroups() throws {
+        let first = try TestKey(.rsa(bits: 2048), keyID: "same")
+        let second = try TestKey(.rsa(bits: 2048), keyID: "same")
+        let composed = try TestKey(.rsa(bits: 2048), keyID: "caf\u{E9}")
+        let set = try SharedTestKeys.keySet([first, second, composed])
+        #expect(set.candidates(keyID: "same", algorithm: .rs256).count == 2)
+        #expect(set.candidates(keyID: "cafe\u{301}", algorithm: .rs256).isEmpty, "NFD is other bytes than NFC")
+        #expect(set.contains(keyID: "caf\u{E9}") && !set.contains(keyID: "cafe\u{301}"))
+        // A token signed by the second key of the group verifies: the first key's failure does not end the search.
+        let verifier = try Verifiers.make(Verifiers.apple(), keys: [first, second])
+        let token = try second.sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: "n"))
+        #expect(verifier.verify(token: token, nonce: "n", at: Verifiers.now).verdict != nil)
+        let forged = try TestKey(.rsa(bits: 2048), keyID: "same").sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: "n"))
+        #expect(verifier.verify(token: forged, nonce: "n", at: Verifiers.now).code == .invalidSignature)
+    }
+
+    @Test("every algorithm has its own slot in the per-algorithm tables")
+    func algorithmOrdinals() {
+        for (index, algorithm) in SignatureAlgorithm.allCases.enumerated() { #expect(algorithm.ordinal == index) }
+    }
+
+    @Test("a verdict's JSON is written once and read the same from many threads; a change to extra writes it anew")
+    func verdictJSONShared() async throws {
+        let key = try SharedTestKeys.rsa()
+        let verifier = try Verifiers.make(Verifiers.apple(), keys: [key])
+        let token = try key.sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: "n"))
+        let verdict = try #require(verifier.verify(token: token, nonce: "n", at: Verifiers.now).verdict)
+        let expected = JSONWriter.bytes(.object(verdict.json))
+        let seen = await withTaskGroup(of: [UInt8].self) { group in
+            for _ in 0..<16 { group.addTask { verdict.jsonBytes } }
+            var all: [[UInt8]] = []
+            for await bytes in group { all.append(bytes) }
+            return all
+        }
+        #expect(seen.allSatisfy { $0 == expected })
+        var changed = verdict
+        changed.extra.set("login", .string("limited"))
+        #expect(changed.jsonBytes == JSONWriter.bytes(.object(changed.json)))
+        #expect(changed.jsonBytes != verdict.jsonBytes && verdict.jsonBytes == expected, "the original keeps its own text")
+    }
+}
