@@ -11,7 +11,9 @@ struct HotPathEquivalenceTests {
     func outcome(_ parse: () throws(VerificationError) -> CompactJWS) -> String {
         do {
             let jws = try parse()
-            return "ok \(Array(jws.signingInput)) \(Array(jws.payload)) \(Array(jws.signature)) \(jws.header.algorithm)"
+            let header = jws.header
+            return
+                "ok \(Array(jws.signingInput)) \(Array(jws.payload)) \(Array(jws.signature)) \(Array(jws.encodedHeader)) \(header.algorithm) \(header.keyID ?? "-") \(header.type ?? "-") \(header.hasNonce) \(header.ignoredKeyReferences)"
         } catch {
             return "\(error.code.rawValue) \(error.message)"
         }
@@ -48,14 +50,24 @@ struct HotPathEquivalenceTests {
                 }
             }
         }
+        // The same with the original token's header known (as after it verified): a header taken from there must be
+        // the one a parse gives, and every refusal the same.
+        let known = VerifiedHeaders()
+        let original = try CompactJWS.parse(bytes, maxBytes: 16384)
+        known.keep(original.header, encoded: original.encodedHeader)
+        #expect(known.count == 1)
         var accepted = 0
+        var fromKnown = 0
         for candidate in tokens {
             let fast = outcome { () throws(VerificationError) in try CompactJWS.parse(candidate, maxBytes: 16384) }
             let exact = outcome { () throws(VerificationError) in try CompactJWS.parseExactly(candidate) }
+            let withKnown = outcome { () throws(VerificationError) in try CompactJWS.parse(candidate, maxBytes: 16384, knownHeaders: known) }
             #expect(fast == exact, "\(String(decoding: candidate, as: UTF8.self))")
+            #expect(withKnown == exact, "\(String(decoding: candidate, as: UTF8.self))")
             if fast.hasPrefix("ok") { accepted += 1 }
+            if (try? CompactJWS.parse(candidate, maxBytes: 16384, knownHeaders: known))?.headerWasKnown == true { fromKnown += 1 }
         }
-        #expect(accepted > 0, "some mutations still parse, so both branches were compared")
+        #expect(accepted > 0 && fromKnown > 0, "some mutations still parse, some with the known header, so every branch was compared")
     }
 
     @Test("the header is read in one visit: escaped names count, key references are listed in a fixed order")
@@ -140,5 +152,37 @@ struct HotPathEquivalenceTests {
         changed.extra.set("login", .string("limited"))
         #expect(changed.jsonBytes == JSONWriter.bytes(.object(changed.json)))
         #expect(changed.jsonBytes != verdict.jsonBytes && verdict.jsonBytes == expected, "the original keeps its own text")
+    }
+
+    @Test("only headers of tokens that verified are kept, at most four, each for its exact bytes")
+    func verifiedHeadersKept() throws {
+        let key = try SharedTestKeys.rsa()
+        let keys = try SharedTestKeys.keySet([key])
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: InMemoryKeySource(keys))
+        let claims = ProviderTokens.apple(now: Verifiers.now, rawNonce: "n")
+        let forged = try TestKey(.rsa(bits: 2048), keyID: key.keyID).sign(claims)
+        #expect(verifier.verify(token: forged, nonce: "n", at: Verifiers.now).code == .invalidSignature)
+        let expired = try key.sign(ProviderTokens.apple(now: Verifiers.now - 10 * 86_400, rawNonce: "n"))
+        #expect(verifier.verify(token: expired, nonce: "n", at: Verifiers.now).code == .tokenExpired)
+        #expect(keys.verifiedHeaders.count == 0, "a forged or refused token leaves nothing behind")
+        // Six distinct headers (same meaning, other bytes): the first four that verify are kept, and every token,
+        // kept header or not, gets the same verdict as its first verification.
+        var verdicts: [[UInt8]] = []
+        for extra in 0..<6 {
+            let token = try key.sign(claims, extraHeader: [("x\(extra)", .integer(Int64(extra)))])
+            let first = try #require(verifier.verify(token: token, nonce: "n", at: Verifiers.now).verdict)
+            let again = try #require(verifier.verify(token: token, nonce: "n", at: Verifiers.now).verdict)
+            #expect(first.jsonBytes == again.jsonBytes)
+            verdicts.append(first.jsonBytes)
+            // A forgery under a kept header still fails: the signature covers the header's bytes as received.
+            let parts = token.split(separator: ".")
+            let otherParts = forged.split(separator: ".")
+            let spliced = "\(parts[0]).\(parts[1]).\(otherParts[2])"
+            #expect(verifier.verify(token: spliced, nonce: "n", at: Verifiers.now).code == .invalidSignature)
+            let alteredPayload = try key.sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: "m")).split(separator: ".")[1]
+            #expect(verifier.verify(token: "\(parts[0]).\(alteredPayload).\(parts[2])", nonce: "m", at: Verifiers.now).code == .invalidSignature)
+        }
+        #expect(keys.verifiedHeaders.count == VerifiedHeaders.capacity)
+        #expect(Set(verdicts.map { $0 }).count == 1, "the header does not reach the verdict")
     }
 }

@@ -9,9 +9,16 @@ public struct CompactJWS: Sendable {
     public let header: JOSEHeader
     public let payload: ArraySlice<UInt8>
     public let signature: ArraySlice<UInt8>
+    /// The header as received (base64url), and whether it was one already known (``VerifiedHeaders``).
+    public var encodedHeader: ArraySlice<UInt8> { signingInput[..<headerSegmentCount] }
+    let headerSegmentCount: Int
+    let headerWasKnown: Bool
 
     /// Parses `token`, refusing anything but three canonical base64url segments with a JSON-object header.
-    public static func parse(_ token: [UInt8], maxBytes: Int) throws(VerificationError) -> CompactJWS {
+    ///
+    /// - Parameter knownHeaders: headers of tokens that verified; a header with exactly the bytes of one of them is
+    ///   taken from there instead of being decoded and parsed again (the same header either way).
+    public static func parse(_ token: [UInt8], maxBytes: Int, knownHeaders: VerifiedHeaders? = nil) throws(VerificationError) -> CompactJWS {
         guard token.count <= maxBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maxBytes)")
         }
@@ -19,8 +26,16 @@ public struct CompactJWS: Sendable {
         // between them holds no dot (a dot is outside the alphabet), so the token has exactly three segments and the
         // signature is never scanned twice. Anything else takes the exact way below, which names what is wrong.
         let (first, last) = token.withUnsafeBufferPointer { bytes in (Self.dot(in: bytes, from: 0), Self.lastDot(in: bytes)) }
-        if let first, let last, first > 0, last > first, let decoded = decode(token, firstDot: first, secondDot: last).decoded {
-            return try assemble(token, secondDot: last, decoded)
+        if let first, let last, first > 0, last > first {
+            if let knownHeaders,
+                let header = token.withUnsafeBufferPointer({ knownHeaders.header(encoded: UnsafeBufferPointer(rebasing: $0[..<first])) }),
+                let decoded = decode(token, firstDot: first, secondDot: last, withoutHeader: true).decoded
+            {
+                return assemble(token, firstDot: first, secondDot: last, decoded, knownHeader: header)
+            }
+            if let decoded = decode(token, firstDot: first, secondDot: last).decoded {
+                return try assemble(token, firstDot: first, secondDot: last, decoded)
+            }
         }
         return try parseExactly(token)
     }
@@ -46,15 +61,16 @@ public struct CompactJWS: Sendable {
             let names = ["header", "payload", "signature"]
             throw VerificationError(.malformedToken, "the \(names[refused]) is not canonical unpadded base64url")
         }
-        return try assemble(token, secondDot: secondDot, decoded)
+        return try assemble(token, firstDot: firstDot, secondDot: secondDot, decoded)
     }
 
     /// The three segments decoded into one buffer, with each one's size; or nil and the index of the first segment
-    /// (in order, as one by one) that has an impossible length or a byte outside the alphabet.
+    /// (in order, as one by one) that has an impossible length or a byte outside the alphabet. `withoutHeader`: the
+    /// header segment is left out (taken as empty), its header being known already.
     private static func decode(
-        _ token: [UInt8], firstDot: Int, secondDot: Int
+        _ token: [UInt8], firstDot: Int, secondDot: Int, withoutHeader: Bool = false
     ) -> (decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)?, refused: Int) {
-        let segments = [0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count]
+        let segments = [withoutHeader ? 0..<0 : 0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count]
         var sizes = (0, 0, 0)
         var badLength = 3
         for index in 0..<3 {
@@ -91,13 +107,20 @@ public struct CompactJWS: Sendable {
     }
 
     private static func assemble(
-        _ token: [UInt8], secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)
+        _ token: [UInt8], firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)
     ) throws(VerificationError) -> CompactJWS {
+        let header = try JOSEHeader.parse(decoded.bytes[0..<decoded.headerCount])
+        return assemble(token, firstDot: firstDot, secondDot: secondDot, decoded, knownHeader: header, wasKnown: false)
+    }
+
+    private static func assemble(
+        _ token: [UInt8], firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int),
+        knownHeader header: JOSEHeader, wasKnown: Bool = true
+    ) -> CompactJWS {
         let (bytes, headerCount, payloadCount) = decoded
-        let header = try JOSEHeader.parse(bytes[0..<headerCount])
         return CompactJWS(
             signingInput: token[..<secondDot], header: header, payload: bytes[headerCount..<(headerCount + payloadCount)],
-            signature: bytes[(headerCount + payloadCount)...])
+            signature: bytes[(headerCount + payloadCount)...], headerSegmentCount: firstDot, headerWasKnown: wasKnown)
     }
 
     /// The index of the last `.`, eight bytes at a time from the end.

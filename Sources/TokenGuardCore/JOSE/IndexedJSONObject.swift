@@ -212,7 +212,10 @@ public struct IndexedJSONObject: Sendable {
                         if seen != nil {
                             let key = ByteKey(bytes: decoded ?? Array(buffer[nameRange]))
                             guard seen?.insert(key).inserted == true else { return nil }
-                        } else if hasMember(named: nameRange, decoded: decoded, among: members, escapedNames: escapedNames, in: buffer) {
+                        } else if hasMember(
+                            named: nameRange, decoded: decoded, fingerprint: member.fingerprint, among: members, escapedNames: escapedNames,
+                            in: buffer)
+                        {
                             return nil
                         }
                         cursor.skipWhitespace()
@@ -251,11 +254,13 @@ public struct IndexedJSONObject: Sendable {
 
     /// Whether one of `members` has the name at `range` (or `decoded`, when that name has escapes), by bytes. A static
     /// function of its arguments: a closure over the scan's state would box it and retain it on every comparison.
+    /// Names with different fingerprints (made from the decoded bytes either way) differ, so only equal ones are compared.
     private static func hasMember(
-        named range: Range<Int>, decoded: [UInt8]?, among members: [Member], escapedNames: [[UInt8]], in buffer: UnsafeBufferPointer<UInt8>
+        named range: Range<Int>, decoded: [UInt8]?, fingerprint: UInt64, among members: [Member], escapedNames: [[UInt8]],
+        in buffer: UnsafeBufferPointer<UInt8>
     ) -> Bool {
         let raw = UnsafeRawBufferPointer(buffer)
-        for member in members {
+        for member in members where member.fingerprint == fingerprint {
             if member.escapedName < 0, decoded == nil {
                 guard member.nameEnd - member.nameStart == range.count else { continue }
                 let left = UnsafeRawBufferPointer(rebasing: raw[member.nameStart..<member.nameEnd])
@@ -300,7 +305,7 @@ extension JSONParser.Cursor {
         guard position < bytes.count else { throw error("unexpected end of input") }
         switch bytes[position] {
         case UInt8(ascii: "\""): _ = try scanString()
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber()
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try skipNumber()
         default: _ = try parseValue(depth: depth)
         }
     }

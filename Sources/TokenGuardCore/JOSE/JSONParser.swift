@@ -256,6 +256,21 @@ public struct JSONParser {
 
         mutating func parseNumber() throws(Error) -> JSONValue {
             let start = position
+            let isInteger = try scanNumber()
+            return try numberValue(from: start, isInteger: isInteger)
+        }
+
+        /// Steps over a number, checking it as ``parseNumber()`` does; an integer of at most 18 characters (every
+        /// NumericDate) cannot be out of range, so it is not converted.
+        mutating func skipNumber() throws(Error) {
+            let start = position
+            let isInteger = try scanNumber()
+            if isInteger && position - start <= 18 { return }
+            _ = try numberValue(from: start, isInteger: isInteger)
+        }
+
+        /// Steps over the number's grammar (RFC 8259 §6); true when it has no fraction and no exponent.
+        private mutating func scanNumber() throws(Error) -> Bool {
             if bytes[position] == UInt8(ascii: "-") { position += 1 }
             guard position < bytes.count else { throw error("truncated number") }
             if bytes[position] == UInt8(ascii: "0") {
@@ -283,6 +298,11 @@ public struct JSONParser {
                 while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
                 guard position > digitsStart else { throw error("invalid exponent") }
             }
+            return isInteger
+        }
+
+        /// The value of the number between `start` and the cursor.
+        private func numberValue(from start: Int, isInteger: Bool) throws(Error) -> JSONValue {
             if isInteger && position - start <= 18 {
                 // At most 18 characters: the digits fit an Int64 without a check (NumericDates and other claims).
                 var value: Int64 = 0

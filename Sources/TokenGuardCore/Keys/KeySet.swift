@@ -20,6 +20,8 @@ public final class KeySet: Sendable {
     public let thumbprints: Set<String>
     /// Every key's ``VerificationKey/binding``: a cached verdict is served only while its key is published as it was.
     public let bindings: Set<String>
+    /// Headers of tokens that verified with these keys (gone with them when the keys change).
+    public let verifiedHeaders = VerifiedHeaders()
 
     public init(keys: [VerificationKey], skipped: [JWKParser.Skipped] = []) {
         self.keys = keys

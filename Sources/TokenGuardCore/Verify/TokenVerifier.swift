@@ -36,11 +36,18 @@ public struct TokenVerifier: Sendable {
             // alphabet is checked after the lookup; nothing outside it reaches a store or a key lookup.
             if token.utf8.count > policy.maxTokenBytes { try checkBytes(token) }
             if !historical, let cache, let hit = try cachedVerdict(cache, token: token, nonce: nonce, now: now) { return .success(hit) }
-            let jws = try parseCheckingBytes(token)
+            // The keys are fetched first only to offer their known headers to the parse: a refusal of the token itself
+            // still comes before one of the keys, as it would without them.
+            let currentKeys = historical ? nil : keySource.currentKeys()
+            let knownHeaders = currentKeys.flatMap { try? $0.get() }?.verifiedHeaders
+            let jws = try parseCheckingBytes(token, knownHeaders: knownHeaders)
             let alg = try checkAlgorithm(jws.header)
-            let keys = try (historical ? keySource.historicalKeys() : keySource.currentKeys()).get()
+            let keys = try (currentKeys ?? keySource.historicalKeys()).get()
             let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
-            if !historical { remember(token, verdict: verdict, key: key, nonce: nonce, now: now) }
+            if !historical {
+                remember(token, verdict: verdict, key: key, nonce: nonce, now: now)
+                if !jws.headerWasKnown { knownHeaders?.keep(jws.header, encoded: jws.encodedHeader) }
+            }
             return .success(verdict)
         } catch {
             return .failure(error)
@@ -61,9 +68,9 @@ public struct TokenVerifier: Sendable {
     /// The token's segments, with the answer ``checkBytes(_:)`` then ``parse(_:)`` would give. The strict base64url
     /// decoding admits only the alphabet and two dots, so a token that parses passes the alphabet check; that scan is
     /// run only when parsing fails, to give its own refusal when it applies.
-    func parseCheckingBytes(_ token: String) throws(VerificationError) -> CompactJWS {
+    func parseCheckingBytes(_ token: String, knownHeaders: VerifiedHeaders? = nil) throws(VerificationError) -> CompactJWS {
         do {
-            return try parse(token)
+            return try parse(token, knownHeaders: knownHeaders)
         } catch {
             try checkBytes(token)
             throw error
@@ -145,12 +152,12 @@ public struct TokenVerifier: Sendable {
 
     // MARK: - Steps
 
-    func parse(_ token: String) throws(VerificationError) -> CompactJWS {
+    func parse(_ token: String, knownHeaders: VerifiedHeaders? = nil) throws(VerificationError) -> CompactJWS {
         let utf8 = token.utf8
         guard utf8.count <= policy.maxTokenBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(utf8.count) bytes; the limit is \(policy.maxTokenBytes)")
         }
-        return try CompactJWS.parse(Array(utf8), maxBytes: policy.maxTokenBytes)
+        return try CompactJWS.parse(Array(utf8), maxBytes: policy.maxTokenBytes, knownHeaders: knownHeaders)
     }
 
     /// The algorithm must be a known asymmetric JWS algorithm in this provider's allow-list.
