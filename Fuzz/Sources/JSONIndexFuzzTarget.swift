@@ -4,7 +4,7 @@
 ///
 /// Properties: the index accepts exactly what `JSONParser.parseObject` accepts, with the same error when both
 /// refuse; it has the same members, each decoding to the same value (looked up by the parser's names, and by names
-/// that are not there); its canonical writing is byte for byte `JSONWriter`'s writing of the tree; and a verdict's
+/// that are not there, and as integers read in place); its canonical writing is byte for byte `JSONWriter`'s writing of the tree; and a verdict's
 /// JSON bytes equal the JSON of its tree.
 enum JSONIndexFuzzTarget {
     static let target = FuzzTarget(name: "json-index", summary: "payload index vs the tree parser: acceptance, values, canonical bytes") {
@@ -19,6 +19,9 @@ enum JSONIndexFuzzTarget {
             for member in object.members {
                 require(indexed[member.name] == member.value, "member \(member.name.debugDescription) decodes differently")
                 require(indexed.contains(member.name), "member \(member.name.debugDescription) not found")
+                if let integer = indexed.plainInteger(member.name) {
+                    require(member.value == .integer(integer), "member \(member.name.debugDescription) read in place as \(integer)")
+                }
             }
             for probe in ["iss", "aud", "nonce", "", "\u{0}", "i\\u0073s", "exp\u{0}"] where object[probe] == nil {
                 require(indexed[probe] == nil, "absent member \(probe.debugDescription) found")

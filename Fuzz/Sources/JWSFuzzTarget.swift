@@ -10,9 +10,33 @@ import TokenGuardService
 /// expired and names a configured audience; verifying twice (the second time from the verified-token cache)
 /// gives the same verdict; `explain` agrees with the verdict; no error message repeats the signature.
 enum JWSFuzzTarget {
+    /// The parse's shortcuts (dots from both ends; a header already known) give what the exact parse gives.
+    static func checkShortcuts(_ bytes: [UInt8]) {
+        func outcome(_ parse: () throws(VerificationError) -> CompactJWS) -> String {
+            do {
+                let jws = try parse()
+                let header = jws.header
+                return "\(Array(jws.signingInput)) \(Array(jws.payload)) \(Array(jws.signature)) \(Array(jws.encodedHeader)) \(header.algorithm)"
+                    + " \(header.keyID ?? "-") \(header.type ?? "-") \(header.hasNonce) \(header.ignoredKeyReferences)"
+            } catch {
+                return "\(error.code) \(error.message)"
+            }
+        }
+        let guarded = bytes.count <= 16_384
+        let exact = outcome { () throws(VerificationError) in try CompactJWS.parseExactly(bytes) }
+        let fast = outcome { () throws(VerificationError) in try CompactJWS.parse(bytes, maxBytes: 16_384) }
+        if guarded { require(fast == exact, "the two-ended parse differs from the exact one") }
+        // With the header of this token (or of a shorter prefix) known, as after a verification.
+        let known = VerifiedHeaders()
+        if let jws = try? CompactJWS.parseExactly(bytes) { known.keep(jws.header, encoded: jws.encodedHeader) }
+        let withKnown = outcome { () throws(VerificationError) in try CompactJWS.parse(bytes, maxBytes: 16_384, knownHeaders: known) }
+        if guarded { require(withKnown == exact, "the parse with a known header differs from the exact one") }
+    }
+
     static let target = FuzzTarget(name: "jws", summary: "compact JWS parser and full verification (examples/ keys)") { bytes in
         let parsed = try? CompactJWS.parse(bytes, maxBytes: 16_384)
         if let parsed { checkCanonical(parsed, bytes) }
+        checkShortcuts(bytes)
         let token = String(decoding: bytes, as: UTF8.self)
         let nonce = FuzzFixtures.nonces[bytes.count % FuzzFixtures.nonces.count]
         // Tokens are bytes: anything outside the compact JWS alphabet is refused before any cache or key lookup.

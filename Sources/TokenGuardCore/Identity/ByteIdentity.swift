@@ -133,7 +133,15 @@ public enum ASCII {
     public static func lowercased(_ text: String, hasBytesOf other: String) -> Bool {
         let (left, right) = (text.utf8, other.utf8)
         guard left.count == right.count else { return false }
-        return zip(left, right).allSatisfy { a, b in ((UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(a) ? a | 0x20 : a) == b }
+        @inline(__always) func folded(_ a: UInt8) -> UInt8 { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(a) ? a | 0x20 : a }
+        let inPlace = left.withContiguousStorageIfAvailable { l in
+            right.withContiguousStorageIfAvailable { r in
+                for index in 0..<l.count where folded(l[index]) != r[index] { return false }
+                return true
+            }
+        }
+        if let inPlace, let result = inPlace { return result }
+        return zip(left, right).allSatisfy { a, b in folded(a) == b }
     }
 
     /// True when both have the same bytes up to ASCII letter case (header names; never Unicode case folding).

@@ -97,6 +97,27 @@ public struct IndexedJSONObject: Sendable {
         }
     }
 
+    /// The value of a member that is an integer of at most 18 characters (every NumericDate), read where it lies; nil
+    /// when the member is absent or anything else (then read it with the subscript, which decides).
+    public func plainInteger(_ name: String) -> Int64? {
+        guard let member = member(named: name) else { return nil }
+        return bytes.withUnsafeBufferPointer { buffer -> Int64? in
+            let digits = buffer[member.valueStart..<member.valueEnd]
+            guard (1...18).contains(digits.count), let first = digits.first else { return nil }
+            let negative = first == UInt8(ascii: "-")
+            var value: Int64 = 0
+            var seen = 0
+            for byte in negative ? digits.dropFirst() : digits[...] {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                value = value &* 10 &+ Int64(byte &- UInt8(ascii: "0"))
+                seen += 1
+            }
+            // The scan checked the grammar (no leading zeros); a lone "-" cannot pass it, but is refused here too.
+            guard seen > 0 else { return nil }
+            return negative ? -value : value
+        }
+    }
+
     /// True when a member has exactly this name.
     public func contains(_ name: String) -> Bool { member(named: name) != nil }
 

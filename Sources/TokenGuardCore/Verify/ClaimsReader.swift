@@ -19,6 +19,8 @@ struct ClaimsReader {
     /// A NumericDate (RFC 7519 §2): a JSON number of seconds. Strings are refused, fractions are floored,
     /// and values outside 0…9999-12-31 are refused before any conversion that could trap.
     func numericDate(_ name: String) throws(VerificationError) -> Int64? {
+        // The usual form, a plain integer, read in place; any other goes the full way below.
+        if let seconds = claims.plainInteger(name), seconds >= 0, seconds <= Self.maximumNumericDate { return seconds }
         guard let value = claims[name] else { return nil }
         let seconds: Int64
         switch value {
