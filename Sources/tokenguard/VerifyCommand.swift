@@ -37,6 +37,7 @@ struct VerifyCommand: AsyncParsableCommand {
             tokenText = String(decoding: bytes[start..<max(start, end)], as: UTF8.self)
         }
         guard !tokenText.isEmpty else { throw ValidationError("--token is empty") }
+        if nonce?.isEmpty == true { throw ValidationError("--nonce is empty: a raw nonce is never empty") }
         let (providerName, nonceText, at, explainFlag) = (provider, nonce, options.at, explain)
         let finalToken = tokenText
         // A one-shot command fetches the provider's keys first (archived keys remain the fallback).

@@ -53,6 +53,7 @@ struct CLITests {
         #expect(unavailable.stdout.contains("keys_unavailable"))
 
         #expect(try BinaryRunner.run(base + ["--provider", "nope", "--token", token]).status == 2)
+        #expect(try BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", ""]).status == 2, "an empty nonce")
         #expect(try BinaryRunner.run(["verify", "--config", config, "--provider", "apple"]).status == 2, "missing --token")
         #expect(try BinaryRunner.run(["verify", "--bogus"]).status == 2)
         let noConfig = try BinaryRunner.run(["verify", "--provider", "apple", "--token", token])

@@ -18,6 +18,26 @@ struct AttackTests {
         try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
     }
 
+    @Test("an empty nonce is invalid_request, even against a token whose nonce it would match, fresh or cached")
+    func emptyNonce() throws {
+        let key = try SharedTestKeys.rsa()
+        for policy in [Verifiers.apple(), Verifiers.microsoft()] {
+            let verifier = TokenVerifier(
+                policy: policy, keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: VerifiedTokenCache(capacity: 16))
+            // The token's nonce is exactly what the empty raw nonce gives in this provider's mode.
+            var claims = policy.kind == .apple ? ProviderTokens.apple(now: now, rawNonce: nil) : ProviderTokens.microsoft(now: now, rawNonce: nil)
+            claims.set("nonce", .string(policy.nonceMode == .sha256 ? SHA256.hexDigest([UInt8]()) : ""))
+            let token = try key.sign(claims)
+            let result = verifier.verify(token: token, nonce: "", at: now)
+            #expect(result.code == .invalidRequest, "\(policy.name)")
+            // Cached after a verification without a nonce (where the provider allows one), an empty nonce is still refused.
+            if !policy.nonceRequired {
+                #expect(verifier.verify(token: token, nonce: nil, at: now).verdict != nil)
+                #expect(verifier.verify(token: token, nonce: "", at: now).code == .invalidRequest, "\(policy.name), cached")
+            }
+        }
+    }
+
     @Test("the unmodified token verifies (so every refusal below is due to the attack)")
     func baseline() throws {
         let (key, verifier) = try appleSetup()

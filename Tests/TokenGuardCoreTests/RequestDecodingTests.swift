@@ -65,6 +65,8 @@ struct RequestDecodingTests {
             (#"{"id":2,"provider":"p","token":"t","at":1.5}"#, .integer(2)),
             (#"{"id":3,"provider":5,"token":"t"}"#, .integer(3)),
             (#"{"id":4,"provider":"p"}"#, .integer(4)),
+            (#"{"id":5,"provider":"p","token":"t","nonce":""}"#, .integer(5)),
+            (#"{"id":6,"provider":"p","token":"t","nonce":7}"#, .integer(6)),
             ("not json", .null),
         ] {
             do {
@@ -73,6 +75,7 @@ struct RequestDecodingTests {
             } catch {
                 #expect(error.id == id, "\(text)")
                 #expect(error.error.code == .invalidRequest)
+                if text.contains("nonce") { #expect(error.error.message == "nonce must be a non-empty string", "worded as the endpoint words it") }
             }
         }
     }

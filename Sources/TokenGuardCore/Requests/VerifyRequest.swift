@@ -111,7 +111,8 @@ public struct BatchLineRequest: Sendable {
         guard !token.isEmpty else { throw invalid("token is empty") }
         var nonce: String? = nil
         if let nonceValue = object["nonce"], nonceValue != .null {
-            guard let string = nonceValue.stringValue else { throw invalid("nonce is not a string") }
+            // Worded as the HTTP endpoints word it: a line and a request body are judged alike.
+            guard let string = nonceValue.stringValue, !string.isEmpty else { throw invalid("nonce must be a non-empty string") }
             nonce = string
         }
         var at = defaultAt

@@ -294,7 +294,7 @@ public struct TokenVerifier: Sendable {
     /// token's is a string without escapes that matches it. False sends the caller the full way (which also words any
     /// refusal).
     func nonceMatchesPlainClaim(_ reader: ClaimsReader, requested: String?) -> Bool {
-        guard let requested, requested.utf8.count <= Self.maximumNonceBytes else { return false }
+        guard let requested, !requested.isEmpty, requested.utf8.count <= Self.maximumNonceBytes else { return false }
         return reader.claims.withPlainString("nonce") { claimed in nonce(requested, matches: claimed) } == true
     }
 
@@ -491,6 +491,8 @@ public struct TokenVerifier: Sendable {
         guard requested.utf8.count <= Self.maximumNonceBytes else {
             throw VerificationError(.invalidRequest, "nonce is longer than \(Self.maximumNonceBytes) bytes")
         }
+        // Every front end refuses an empty nonce; so does the core, whoever calls it.
+        guard !requested.isEmpty else { throw VerificationError(.invalidRequest, "nonce must be a non-empty string") }
         guard let claimed else { throw VerificationError(.nonceMissing, "a nonce was given but the token carries none") }
         guard nonce(requested, matches: claimed.utf8) else {
             throw VerificationError(
