@@ -1,7 +1,10 @@
 import TokenGuardCrypto
 
 /// One public key from a JWKS, parsed once into an OpenSSL key, with the JWK members that constrain its use.
-public struct VerificationKey: Sendable {
+///
+/// A class: a verification hands its key along (to the verdict, the cache), and a reference is one count to keep
+/// rather than one per member.
+public final class VerificationKey: Sendable {
     public let keyID: String?
     public let publicKey: PublicKey
     /// The JWK's own `alg`, when it names one: tokens must then use exactly that algorithm.
