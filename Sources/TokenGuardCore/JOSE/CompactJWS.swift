@@ -19,121 +19,108 @@ public struct CompactJWS: Sendable {
     /// - Parameter knownHeaders: headers of tokens that verified; a header with exactly the bytes of one of them is
     ///   taken from there instead of being decoded and parsed again (the same header either way).
     public static func parse(_ token: [UInt8], maxBytes: Int, knownHeaders: VerifiedHeaders? = nil) throws(VerificationError) -> CompactJWS {
-        try token.withUnsafeBufferPointer { bytes throws(VerificationError) in try parse(bytes: bytes, maxBytes: maxBytes, knownHeaders: knownHeaders)
-        }
-    }
-
-    /// The same over the token's bytes where they lie (a native string's UTF-8): they are copied once, into the
-    /// buffer that also holds the decoded segments.
-    public static func parse(
-        bytes token: UnsafeBufferPointer<UInt8>, maxBytes: Int, knownHeaders: VerifiedHeaders? = nil
-    ) throws(VerificationError) -> CompactJWS {
         guard token.count <= maxBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maxBytes)")
         }
         // The first dot from the start and the last from the end: when all three segments then decode, the payload
         // between them holds no dot (a dot is outside the alphabet), so the token has exactly three segments and the
         // signature is never scanned twice. Anything else takes the exact way below, which names what is wrong.
-        if let first = Self.dot(in: token, from: 0), let last = Self.lastDot(in: token), first > 0, last > first {
-            let dots = (first, last)
-            if let knownHeaders, let header = knownHeaders.header(encoded: UnsafeBufferPointer(rebasing: token[..<first])),
-                let decoded = decode(token, dots: dots, withoutHeader: true).decoded
+        let (first, last) = token.withUnsafeBufferPointer { bytes in (Self.dot(in: bytes, from: 0), Self.lastDot(in: bytes)) }
+        if let first, let last, first > 0, last > first {
+            if let knownHeaders,
+                let header = token.withUnsafeBufferPointer({ knownHeaders.header(encoded: UnsafeBufferPointer(rebasing: $0[..<first])) }),
+                let decoded = decode(token, firstDot: first, secondDot: last, withoutHeader: true).decoded
             {
-                return assemble(decoded, dots: dots, header: header, headerWasKnown: true)
+                return assemble(token, firstDot: first, secondDot: last, decoded, knownHeader: header)
             }
-            if let decoded = decode(token, dots: dots).decoded { return try assemble(decoded, dots: dots) }
+            if let decoded = decode(token, firstDot: first, secondDot: last).decoded {
+                return try assemble(token, firstDot: first, secondDot: last, decoded)
+            }
         }
         return try parseExactly(token)
     }
 
     /// The refusals in the order a reader meets them: the segment count, an empty header, then each segment in turn.
     static func parseExactly(_ token: [UInt8]) throws(VerificationError) -> CompactJWS {
-        try token.withUnsafeBufferPointer { bytes throws(VerificationError) in try parseExactly(bytes) }
-    }
-
-    static func parseExactly(_ token: UnsafeBufferPointer<UInt8>) throws(VerificationError) -> CompactJWS {
         guard !token.isEmpty else { throw VerificationError(.malformedToken, "token is empty") }
-        let firstDot = Self.dot(in: token, from: 0) ?? -1
-        let secondDot = firstDot < 0 ? -1 : Self.dot(in: token, from: firstDot + 1) ?? -1
-        if secondDot >= 0, Self.dot(in: token, from: secondDot + 1) != nil {
-            throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found more")
+        let (firstDot, secondDot, more) = token.withUnsafeBufferPointer { bytes in
+            let first = Self.dot(in: bytes, from: 0)
+            let second = first.map { Self.dot(in: bytes, from: $0 + 1) } ?? nil
+            let third = second.map { Self.dot(in: bytes, from: $0 + 1) } ?? nil
+            return (first ?? -1, second ?? -1, third != nil)
         }
+        if more { throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found more") }
         guard secondDot >= 0 else {
             throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found \(firstDot < 0 ? 1 : 2)")
         }
         guard firstDot > 0 else { throw VerificationError(.malformedToken, "the header segment is empty") }
         // An empty signature segment is left to the algorithm check (alg none → unsupported_algorithm) and then to
         // the signature check (invalid_signature), which give the clearer answer.
-        let (decoded, refused) = decode(token, dots: (firstDot, secondDot))
+        let (decoded, refused) = decode(token, firstDot: firstDot, secondDot: secondDot)
         guard let decoded else {
-            let name = refused == 0 ? "header" : refused == 1 ? "payload" : "signature"
-            throw VerificationError(.malformedToken, "the \(name) is not canonical unpadded base64url")
+            let names = ["header", "payload", "signature"]
+            throw VerificationError(.malformedToken, "the \(names[refused]) is not canonical unpadded base64url")
         }
-        return try assemble(decoded, dots: (firstDot, secondDot))
+        return try assemble(token, firstDot: firstDot, secondDot: secondDot, decoded)
     }
 
-    /// One buffer: the token's bytes, then its three segments decoded.
-    private struct Decoded {
-        let bytes: [UInt8]
-        let tokenCount: Int
-        let headerCount: Int
-        let payloadCount: Int
-    }
-
-    /// The token and its segments decoded into one buffer; or nil and the index of the first segment (in order, as
-    /// one by one) that has an impossible length or a byte outside the alphabet. `withoutHeader`: the header segment
-    /// is left out (taken as empty), its header being known already.
+    /// The three segments decoded into one buffer, with each one's size; or nil and the index of the first segment
+    /// (in order, as one by one) that has an impossible length or a byte outside the alphabet. `withoutHeader`: the
+    /// header segment is left out (taken as empty), its header being known already.
     private static func decode(
-        _ token: UnsafeBufferPointer<UInt8>, dots: (Int, Int), withoutHeader: Bool = false
-    ) -> (decoded: Decoded?, refused: Int) {
-        let segments = (withoutHeader ? 0..<0 : 0..<dots.0, (dots.0 + 1)..<dots.1, (dots.1 + 1)..<token.count)
-        func segment(_ index: Int) -> Range<Int> { index == 0 ? segments.0 : index == 1 ? segments.1 : segments.2 }
+        _ token: [UInt8], firstDot: Int, secondDot: Int, withoutHeader: Bool = false
+    ) -> (decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)?, refused: Int) {
+        let segments = [withoutHeader ? 0..<0 : 0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count]
         var sizes = (0, 0, 0)
         var badLength = 3
         for index in 0..<3 {
-            guard let size = Base64URL.decodedCount(segment(index).count) else {
+            guard let size = Base64URL.decodedCount(segments[index].count) else {
                 badLength = index
                 break
             }
-            if index == 0 { sizes.0 = size } else if index == 1 { sizes.1 = size } else { sizes.2 = size }
-        }
-        func size(_ index: Int) -> Int { index == 0 ? sizes.0 : index == 1 ? sizes.1 : sizes.2 }
-        var refused = badLength < 3 ? badLength : -1
-        let bytes = [UInt8](unsafeUninitializedCapacity: token.count + sizes.0 + sizes.1 + sizes.2) { out, initialized in
-            guard let base = out.baseAddress else {
-                initialized = 0
-                return
+            switch index {
+            case 0: sizes.0 = size
+            case 1: sizes.1 = size
+            default: sizes.2 = size
             }
-            if let source = token.baseAddress { base.initialize(from: source, count: token.count) }
-            var offset = token.count
-            for index in 0..<badLength {
-                let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + size(index))])
-                if !Base64URL.decode(UnsafeBufferPointer(rebasing: token[segment(index)]), into: output) {
-                    refused = index
-                    break
+        }
+        var refused = badLength < 3 ? badLength : -1
+        let counts = [sizes.0, sizes.1, sizes.2]
+        let decoded = [UInt8](unsafeUninitializedCapacity: sizes.0 + sizes.1 + sizes.2) { out, initialized in
+            token.withUnsafeBufferPointer { bytes in
+                var offset = 0
+                for index in 0..<badLength {
+                    let input = UnsafeBufferPointer(rebasing: bytes[segments[index]])
+                    let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + counts[index])])
+                    if !Base64URL.decode(input, into: output) {
+                        refused = index
+                        break
+                    }
+                    offset += counts[index]
                 }
-                offset += size(index)
             }
             // Every byte is written when all three decode; a refused buffer is zeroed, then dropped unread.
             if refused >= 0 { out.initialize(repeating: 0) }
             initialized = out.count
         }
-        if refused >= 0 { return (nil, refused) }
-        return (Decoded(bytes: bytes, tokenCount: token.count, headerCount: sizes.0, payloadCount: sizes.1), -1)
+        return refused >= 0 ? (nil, refused) : ((decoded, sizes.0, sizes.1), -1)
     }
 
-    private static func assemble(_ decoded: Decoded, dots: (Int, Int)) throws(VerificationError) -> CompactJWS {
-        let start = decoded.tokenCount
-        let header = try JOSEHeader.parse(decoded.bytes[start..<(start + decoded.headerCount)])
-        return assemble(decoded, dots: dots, header: header, headerWasKnown: false)
+    private static func assemble(
+        _ token: [UInt8], firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)
+    ) throws(VerificationError) -> CompactJWS {
+        let header = try JOSEHeader.parse(decoded.bytes[0..<decoded.headerCount])
+        return assemble(token, firstDot: firstDot, secondDot: secondDot, decoded, knownHeader: header, wasKnown: false)
     }
 
-    private static func assemble(_ decoded: Decoded, dots: (Int, Int), header: JOSEHeader, headerWasKnown: Bool) -> CompactJWS {
-        let payloadStart = decoded.tokenCount + decoded.headerCount
-        let signatureStart = payloadStart + decoded.payloadCount
+    private static func assemble(
+        _ token: [UInt8], firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int),
+        knownHeader header: JOSEHeader, wasKnown: Bool = true
+    ) -> CompactJWS {
+        let (bytes, headerCount, payloadCount) = decoded
         return CompactJWS(
-            signingInput: decoded.bytes[..<dots.1], header: header, payload: decoded.bytes[payloadStart..<signatureStart],
-            signature: decoded.bytes[signatureStart...], headerSegmentCount: dots.0, headerWasKnown: headerWasKnown)
+            signingInput: token[..<secondDot], header: header, payload: bytes[headerCount..<(headerCount + payloadCount)],
+            signature: bytes[(headerCount + payloadCount)...], headerSegmentCount: firstDot, headerWasKnown: wasKnown)
     }
 
     /// The index of the last `.`, eight bytes at a time from the end.

@@ -157,12 +157,7 @@ public struct TokenVerifier: Sendable {
         guard utf8.count <= policy.maxTokenBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(utf8.count) bytes; the limit is \(policy.maxTokenBytes)")
         }
-        let maxBytes = policy.maxTokenBytes
-        let inPlace = utf8.withContiguousStorageIfAvailable { bytes in
-            Result { () throws(VerificationError) in try CompactJWS.parse(bytes: bytes, maxBytes: maxBytes, knownHeaders: knownHeaders) }
-        }
-        if let inPlace { return try inPlace.get() }
-        return try CompactJWS.parse(Array(utf8), maxBytes: maxBytes, knownHeaders: knownHeaders)
+        return try CompactJWS.parse(Array(utf8), maxBytes: policy.maxTokenBytes, knownHeaders: knownHeaders)
     }
 
     /// The algorithm must be a known asymmetric JWS algorithm in this provider's allow-list.
