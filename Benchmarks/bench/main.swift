@@ -49,7 +49,9 @@ do {
             valid.withLock { $0 += count }
         }
         print("profile loop: \(valid.withLock { $0 }) valid")
-    } else if let name = option("--profile-json"), let fixture = try Fixture.named(name) {
+    } else if let name = option("--profile-json"),
+        let fixture = try Fixture.named(name, pem: try option("--key").map { try String(contentsOfFile: $0, encoding: .utf8) })
+    {
         // Writing a fresh verdict's JSON (what a full verification over HTTP answers).
         let verdict = try fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now).get()
         var bytes = 0

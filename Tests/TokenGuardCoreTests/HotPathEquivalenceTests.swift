@@ -185,4 +185,14 @@ struct HotPathEquivalenceTests {
         #expect(keys.verifiedHeaders.count == VerifiedHeaders.capacity)
         #expect(Set(verdicts.map { $0 }).count == 1, "the header does not reach the verdict")
     }
+
+    @Test("a verdict keeps the decoded segments, not another copy of the token (a cached verdict lives as long as its entry)")
+    func verdictKeepsNoTokenCopy() throws {
+        let key = try SharedTestKeys.rsa()
+        let token = try key.sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: "n"))
+        let jws = try CompactJWS.parse(Array(token.utf8), maxBytes: 16384)
+        // The payload is a slice of the buffer the claims keep: it must start right after the decoded header, not
+        // after a copy of the token's ~1,000 bytes (which every cache entry would then hold twice).
+        #expect(jws.payload.startIndex <= jws.encodedHeader.count)
+    }
 }

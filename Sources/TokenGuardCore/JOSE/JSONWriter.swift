@@ -83,31 +83,37 @@ public enum JSONWriter {
 
     /// Runs of bytes that need no escape are copied whole; only `"`, `\\` and control bytes are written one by one.
     static func writeString(_ string: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var text = string
-        text.withUTF8 { buffer in
-            var runStart = 0
-            for index in 0..<buffer.count {
-                let byte = buffer[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<index])) }
-                runStart = index + 1
-                out.append(0x5C)
-                switch byte {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
-                case 0x0A: out.append(UInt8(ascii: "n"))
-                case 0x0D: out.append(UInt8(ascii: "r"))
-                case 0x09: out.append(UInt8(ascii: "t"))
-                default:
-                    out.append(UInt8(ascii: "u"))
-                    out.append(UInt8(ascii: "0"))
-                    out.append(UInt8(ascii: "0"))
-                    out.append(hexDigits[Int(byte >> 4)])
-                    out.append(hexDigits[Int(byte & 0xF)])
-                }
-            }
-            if runStart < buffer.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart...])) }
+        if string.utf8.withContiguousStorageIfAvailable({ writeString(bytes: $0, into: &out) }) == nil {
+            var text = string
+            text.withUTF8 { writeString(bytes: $0, into: &out) }
         }
+    }
+
+    static func writeString(bytes buffer: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        // Plain ASCII is skipped eight bytes at a time; the loop below finds what stopped the run, if anything.
+        var runStart = 0
+        let skipped = JSONParser.Cursor.plainRunEnd(buffer, from: 0)
+        for index in skipped..<buffer.count {
+            let byte = buffer[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<index])) }
+            runStart = index + 1
+            out.append(0x5C)
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            default:
+                out.append(UInt8(ascii: "u"))
+                out.append(UInt8(ascii: "0"))
+                out.append(UInt8(ascii: "0"))
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
+            }
+        }
+        if runStart < buffer.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart...])) }
         out.append(UInt8(ascii: "\""))
     }
 

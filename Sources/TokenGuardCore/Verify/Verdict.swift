@@ -155,24 +155,26 @@ public struct Verdict: Sendable, Equatable {
     /// The verdict as the contract's JSON object.
     public var json: JSONObject { JSONObject(head + [("claims", .object(claims))]) }
 
-    /// Every member before `claims`, in the contract's order.
+    /// Every member before `claims`, in the contract's order (one allocation: the list is written for every fresh
+    /// verdict's JSON).
     private var head: [(String, JSONValue)] {
         func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        return
-            [
-                ("valid", .bool(true)),
-                ("provider", .string(provider)),
-                ("subject", .string(subject)),
-                ("user_id", .string(userID)),
-                ("issuer", .string(issuer)),
-                ("audience", .string(audience)),
-                ("expires_at", expiresAt.map(JSONValue.integer) ?? .null),
-                ("issued_at", issuedAt.map(JSONValue.integer) ?? .null),
-                ("key_id", optional(keyID)),
-                ("email", optional(email)),
-                ("email_verified", .bool(emailVerified)),
-                ("tenant_id", optional(tenantID)),
-            ] + extra.members.map { ($0.name, $0.value) }
+        var members: [(String, JSONValue)] = []
+        members.reserveCapacity(12 + extra.count)
+        members.append(("valid", .bool(true)))
+        members.append(("provider", .string(provider)))
+        members.append(("subject", .string(subject)))
+        members.append(("user_id", .string(userID)))
+        members.append(("issuer", .string(issuer)))
+        members.append(("audience", .string(audience)))
+        members.append(("expires_at", expiresAt.map(JSONValue.integer) ?? .null))
+        members.append(("issued_at", issuedAt.map(JSONValue.integer) ?? .null))
+        members.append(("key_id", optional(keyID)))
+        members.append(("email", optional(email)))
+        members.append(("email_verified", .bool(emailVerified)))
+        members.append(("tenant_id", optional(tenantID)))
+        for member in extra.members { members.append((member.name, member.value)) }
+        return members
     }
 }
 
