@@ -117,6 +117,12 @@ struct IndexedJSONObjectTests {
         "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k\\u0033\":0}",
         "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k\\u0034\\u0030\":0}",
         "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + "}",
+        // Around the copy-as-it-stands shortcut: each of these differs from its canonical form in one way, or not at all.
+        "{}", "{ }", "{\"a\":1}", "{\"a\" :1}", "{\"a\": 1}", "{\"a\":1 }", " {\"a\":1} ", "{\"a\":1, \"b\":2}", "{\"a\":-0}", "{\"a\":-5}",
+        "{\"a\":123456789012345678}", "{\"a\":-12345678901234567}", "{\"a\":-123456789012345678}", "{\"a\":1234567890123456789}",
+        "{\"a\":9999999999999999999}", "{\"a\":-9999999999999999999}", "{\"a\":1.0}", "{\"a\":1e2}", "{\"a\":\"-\"}", "{\"a\":\"x\\\"y\"}",
+        "{\"a\":\"\\u00e9\"}", "{\"a\":\"é\"}", "{\"\\u0061\":1}",
+        "{\"a\":[1]}", "{\"a\":{}}", "{\"a\":true,\"b\":false,\"c\":null,\"d\":\"\",\"e\":0}",
     ]
 
     @Test("accepts what the parser accepts, with its errors, its values and JSONWriter's bytes", arguments: documents)

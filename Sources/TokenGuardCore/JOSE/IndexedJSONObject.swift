@@ -130,10 +130,45 @@ public struct IndexedJSONObject: Sendable {
     /// Writes the object as ``JSONWriter`` writes its tree — the same bytes — without building the tree.
     public func writeCanonical(into out: inout [UInt8]) {
         bytes.withUnsafeBufferPointer { buffer in
+            if isCanonical(in: buffer) {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[span]))
+                return
+            }
             var cursor = JSONParser.Cursor(bytes: buffer)
             cursor.position = span.lowerBound
             cursor.writeCanonicalValue(into: &out)
         }
+    }
+
+    /// True when the object's bytes are already what ``writeCanonical(into:)`` writes, so they can be copied as they
+    /// stand: nothing between the tokens, no escape in any name or string, every number a plain integer of at most 18
+    /// characters other than `-0`, and no nested object or array (those go the member-by-member way). This is the
+    /// usual token payload.
+    private func isCanonical(in buffer: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard !members.isEmpty else { return span.count == 2 }
+        // Each name's opening quote right after `{` or `,`, its colon right after its closing quote, the value right
+        // after the colon, and `}` right after the last value: no whitespace anywhere.
+        var expectedQuote = span.lowerBound + 1
+        for member in members {
+            guard member.escapedName < 0, member.nameStart == expectedQuote + 1, member.valueStart == member.nameEnd + 2 else { return false }
+            let value = UnsafeBufferPointer(rebasing: buffer[member.valueStart..<member.valueEnd])
+            switch value[0] {
+            case UInt8(ascii: "\""):
+                if value.contains(UInt8(ascii: "\\")) { return false }
+            case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+                break
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                let digits = value[0] == UInt8(ascii: "-") ? UnsafeBufferPointer(rebasing: value.dropFirst()) : value
+                guard value.count <= 18, !digits.isEmpty,
+                    digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+                    !(value.count == 2 && value[0] == UInt8(ascii: "-") && value[1] == UInt8(ascii: "0"))
+                else { return false }
+            default:
+                return false
+            }
+            expectedQuote = member.valueEnd + 1
+        }
+        return expectedQuote == span.upperBound
     }
 
     private func member(named name: String) -> Member? {
