@@ -72,6 +72,11 @@ struct Report {
 }
 
 struct Bench {
+    /// Refused tokens of every shape: empty, two segments, not base64url, a real token with a bad last byte, four segments.
+    static func malformedTokens(_ token: String) -> [String] {
+        ["", "a.b", "not a token at all", String(token.dropLast(1)) + "!", "e30.e30.e30.e30"]
+    }
+
     let quick: Bool
     var seconds: Double { quick ? 0.15 : 1.0 }
 
@@ -184,7 +189,7 @@ struct Bench {
         }
 
         // Rejections.
-        let malformed = ["", "a.b", "not a token at all", String(rsa.token.dropLast(1)) + "!", "e30.e30.e30.e30"]
+        let malformed = Self.malformedTokens(rsa.token)
         var index = 0
         let rejections = Measure.rate(seconds: seconds) {
             index = (index + 1) % malformed.count

@@ -49,6 +49,19 @@ do {
             valid.withLock { $0 += count }
         }
         print("profile loop: \(valid.withLock { $0 }) valid")
+    } else if arguments.contains("--profile-malformed") {
+        // The bench's malformed tokens in a loop (after the well-formed token verified once, as in the bench).
+        let fixture = try Fixture.named("RS256", pem: try option("--key").map { try String(contentsOfFile: $0, encoding: .utf8) })
+        guard let fixture else { throw RunnerError("no RS256 fixture") }
+        _ = fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now)
+        let malformed = Bench.malformedTokens(fixture.token)
+        var refused = 0
+        for index in 0..<(option("--iterations").flatMap(Int.init) ?? 1_000_000) {
+            if case .failure = fixture.verifier.verify(token: malformed[index % malformed.count], nonce: fixture.nonce, at: fixture.now) {
+                refused += 1
+            }
+        }
+        print("refused \(refused)")
     } else if let name = option("--profile-json"),
         let fixture = try Fixture.named(name, pem: try option("--key").map { try String(contentsOfFile: $0, encoding: .utf8) })
     {

@@ -31,6 +31,17 @@ enum JWSFuzzTarget {
         if let jws = try? CompactJWS.parseExactly(bytes) { known.keep(jws.header, encoded: jws.encodedHeader) }
         let withKnown = outcome { () throws(VerificationError) in try CompactJWS.parse(bytes, maxBytes: 16_384, knownHeaders: known) }
         if guarded { require(withKnown == exact, "the parse with a known header differs from the exact one") }
+        // The verifier's order (the alphabet looked for from where decoding stopped, before the exact parse words a
+        // refusal) answers as the whole alphabet check followed by the parse.
+        if let verifier = FuzzFixtures.verifiers.first?.1 {
+            let text = String(decoding: bytes, as: UTF8.self)
+            let ordered = outcome { () throws(VerificationError) in try verifier.parseCheckingBytes(text, knownHeaders: known) }
+            let plain = outcome { () throws(VerificationError) in
+                try verifier.checkBytes(text)
+                return try verifier.parse(text)
+            }
+            require(ordered == plain, "the verifier's parse order changes the answer")
+        }
     }
 
     static let target = FuzzTarget(name: "jws", summary: "compact JWS parser and full verification (examples/ keys)") { bytes in

@@ -52,6 +52,7 @@ struct HotPathEquivalenceTests {
         }
         // The same with the original token's header known (as after it verified): a header taken from there must be
         // the one a parse gives, and every refusal the same.
+        let verifier = try Verifiers.make(Verifiers.apple(), keys: [key])
         let known = VerifiedHeaders()
         let original = try CompactJWS.parse(bytes, maxBytes: 16384)
         known.keep(original.header, encoded: original.encodedHeader)
@@ -66,6 +67,15 @@ struct HotPathEquivalenceTests {
             #expect(withKnown == exact, "\(String(decoding: candidate, as: UTF8.self))")
             if fast.hasPrefix("ok") { accepted += 1 }
             if (try? CompactJWS.parse(candidate, maxBytes: 16384, knownHeaders: known))?.headerWasKnown == true { fromKnown += 1 }
+            // The verifier's own order (the alphabet looked for before the exact parse words a refusal) answers as the
+            // alphabet check followed by the parse.
+            let text = String(decoding: candidate, as: UTF8.self)
+            let ordered = outcome { () throws(VerificationError) in try verifier.parseCheckingBytes(text, knownHeaders: known) }
+            let plain = outcome { () throws(VerificationError) in
+                try verifier.checkBytes(text)
+                return try verifier.parse(text)
+            }
+            #expect(ordered == plain, "\(text)")
         }
         #expect(accepted > 0 && fromKnown > 0, "some mutations still parse, some with the known header, so every branch was compared")
     }

@@ -22,22 +22,37 @@ public struct CompactJWS: Sendable {
         guard token.count <= maxBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maxBytes)")
         }
-        // The first dot from the start and the last from the end: when all three segments then decode, the payload
-        // between them holds no dot (a dot is outside the alphabet), so the token has exactly three segments and the
-        // signature is never scanned twice. Anything else takes the exact way below, which names what is wrong.
-        let (first, last) = token.withUnsafeBufferPointer { bytes in (Self.dot(in: bytes, from: 0), Self.lastDot(in: bytes)) }
-        if let first, let last, first > 0, last > first {
-            if let knownHeaders,
-                let header = token.withUnsafeBufferPointer({ knownHeaders.header(encoded: UnsafeBufferPointer(rebasing: $0[..<first])) }),
-                let decoded = decode(token, firstDot: first, secondDot: last, withoutHeader: true).decoded
-            {
-                return assemble(token, firstDot: first, secondDot: last, decoded, knownHeader: header)
-            }
-            if let decoded = decode(token, firstDot: first, secondDot: last).decoded {
-                return try assemble(token, firstDot: first, secondDot: last, decoded)
-            }
-        }
+        var inAlphabet = 0
+        if let jws = try parseCommonCase(token, knownHeaders: knownHeaders, inAlphabet: &inAlphabet) { return jws }
         return try parseExactly(token)
+    }
+
+    /// The parse of a well-formed token, or nil when ``parseExactly(_:)`` must decide (and word the refusal). Throws
+    /// only what the exact parse would throw for the same token (a header that is not a JSON object as required).
+    ///
+    /// The first dot from the start and the last from the end: when all three segments then decode, the payload
+    /// between them holds no dot (a dot is outside the alphabet), so the token has exactly three segments and the
+    /// signature is never scanned twice. Decoding admits only the alphabet, so such a token passes the alphabet check.
+    ///
+    /// - Parameter inAlphabet: on nil, how many leading bytes are known to be in the compact JWS alphabet (the
+    ///   segments that decoded, and their dots), so that a caller looking for a byte outside it can start there.
+    static func parseCommonCase(
+        _ token: [UInt8], knownHeaders: VerifiedHeaders?, inAlphabet: inout Int
+    ) throws(VerificationError) -> CompactJWS? {
+        inAlphabet = 0
+        let (first, last) = token.withUnsafeBufferPointer { bytes in (Self.dot(in: bytes, from: 0), Self.lastDot(in: bytes)) }
+        guard let first, let last, first > 0, last > first else { return nil }
+        let header = knownHeaders.flatMap { known in
+            token.withUnsafeBufferPointer { known.header(encoded: UnsafeBufferPointer(rebasing: $0[..<first])) }
+        }
+        let (decoded, refused) = decode(token, firstDot: first, secondDot: last, withoutHeader: header != nil)
+        guard let decoded else {
+            // The segments before the refused one decoded (a known header did before), so they are in the alphabet.
+            inAlphabet = refused == 0 ? 0 : refused == 1 ? first + 1 : last + 1
+            return nil
+        }
+        if let header { return assemble(token, firstDot: first, secondDot: last, decoded, knownHeader: header) }
+        return try assemble(token, firstDot: first, secondDot: last, decoded)
     }
 
     /// The refusals in the order a reader meets them: the segment count, an empty header, then each segment in turn.

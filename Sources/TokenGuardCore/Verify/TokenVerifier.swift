@@ -69,12 +69,18 @@ public struct TokenVerifier: Sendable {
     /// decoding admits only the alphabet and two dots, so a token that parses passes the alphabet check; that scan is
     /// run only when parsing fails, to give its own refusal when it applies.
     func parseCheckingBytes(_ token: String, knownHeaders: VerifiedHeaders? = nil) throws(VerificationError) -> CompactJWS {
-        do {
-            return try parse(token, knownHeaders: knownHeaders)
-        } catch {
-            try checkBytes(token)
-            throw error
+        let count = token.utf8.count
+        guard count <= policy.maxTokenBytes else {
+            throw VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(policy.maxTokenBytes)")
         }
+        let bytes = Array(token.utf8)
+        var inAlphabet = 0
+        if let jws = try CompactJWS.parseCommonCase(bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet) { return jws }
+        // A byte outside the alphabet is the refusal whatever else is wrong, so it is looked for before the exact parse
+        // words a structural one (a malformed token is decoded once, not twice), from where the decoding stopped.
+        let admitted = bytes.withUnsafeBufferPointer { CompactJWSAlphabet.admits(buffer: UnsafeBufferPointer(rebasing: $0[inAlphabet...])) }
+        guard admitted else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
+        return try CompactJWS.parseExactly(bytes)
     }
 
     /// The size limit, then the alphabet: both before any other work.
