@@ -67,7 +67,8 @@ public struct TokenVerifier: Sendable {
 
     /// The token's segments, with the answer ``checkBytes(_:)`` then ``parse(_:)`` would give. The strict base64url
     /// decoding admits only the alphabet and two dots, so a token that parses passes the alphabet check; that scan is
-    /// run only when parsing fails, to give its own refusal when it applies.
+    /// run only when the common-case parse fails, over the bytes it did not decode, to give its own refusal when it
+    /// applies.
     func parseCheckingBytes(_ token: String, knownHeaders: VerifiedHeaders? = nil) throws(VerificationError) -> CompactJWS {
         let count = token.utf8.count
         guard count <= policy.maxTokenBytes else {
