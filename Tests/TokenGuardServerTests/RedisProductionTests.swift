@@ -51,6 +51,7 @@ struct RedisProductionTests {
             """)
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
+        try await server.waitUntilReady()
         let first = try body(key)
         #expect(try await server.post("/v1/verify", first).status == 200)
         #expect(try await server.post("/v1/verify", first).status == 401)  // replayed, through the ACL user

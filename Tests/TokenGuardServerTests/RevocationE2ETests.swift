@@ -64,6 +64,7 @@ struct RevocationE2ETests {
         let config = try config(workspace, key: key)
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
+        try await server.waitUntilReady()
         let old = try token(key, issuedAt: now() - 120)
         #expect(try await server.post("/v1/verify", verifyBody(old)).status == 200)  // now in the verified-token cache
 
@@ -154,9 +155,11 @@ struct RevocationE2ETests {
             arguments: ["--config", try config(workspace, key: key, extra: "server: { caller_keys_env: TG_CALLERS }")],
             environment: ["TG_CALLERS": "caller-key-0123456789abcdef"], workspace: workspace)
         defer { server.stop() }
+        try await server.waitUntilReady()
         let caller = [("X-Tokenguard-Key", "caller-key-0123456789abcdef")]
         let old = try token(key, issuedAt: now() - 300)
-        #expect(try await server.post("/v1/verify", verifyBody(old), headers: caller).status == 200)
+        let first = try await server.post("/v1/verify", verifyBody(old), headers: caller)
+        #expect(first.status == 200, "\(first.status) \(String(decoding: first.body, as: UTF8.self)) \(server.log().suffix(2000))")
 
         // Apple cannot send our caller key: the notification endpoint is open, its signed payload is the credential.
         let disabled = try await server.post("/v1/notifications/apple", try notification(key, type: "email-disabled", eventTime: now() - 60))
@@ -214,7 +217,9 @@ struct RevocationE2ETests {
                 providers:
                   apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwksPath)" }
                 """)
-            return try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+            let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+            try await server.waitUntilReady()
+            return server
         }
         let first = try await replica()
         defer { first.stop() }

@@ -49,6 +49,19 @@ package final class ServerProcess: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Waits (bounded) until `/readyz` answers 200: keys loaded and, where configured, revocations read once. `/healthz`
+    /// answers as soon as the server listens; the first read of the revocation store runs beside it, and until it is
+    /// done every valid verdict is `revocation_store_unavailable` (fail closed), which a test must not mistake for a
+    /// refusal.
+    package func waitUntilReady(seconds: Double = 20) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let response = try? await client.send(HTTPRequest(url: baseURL + "/readyz")), response.status == 200 { return }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw RunnerError("tokenguard serve was not ready within \(Int(seconds)) s: \(self.log())")
+    }
+
     package func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     package func get(_ path: String) async throws -> HTTPResponse {
