@@ -23,6 +23,11 @@ enum JSONIndexFuzzTarget {
                     require(member.value == .integer(integer), "member \(member.name.debugDescription) read in place as \(integer)")
                 }
             }
+            // The verifier's claim table reads the same members as a search by name.
+            let reader = ClaimsReader(claims: indexed)
+            for claim in ClaimName.allCases {
+                require(reader.value(claim) == indexed[claim.text], "claim \(claim.text) read differently through the table")
+            }
             for probe in ["iss", "aud", "nonce", "", "\u{0}", "i\\u0073s", "exp\u{0}"] where object[probe] == nil {
                 require(indexed[probe] == nil, "absent member \(probe.debugDescription) found")
             }

@@ -205,4 +205,27 @@ struct HotPathEquivalenceTests {
         // after a copy of the token's ~1,000 bytes (which every cache entry would then hold twice).
         #expect(jws.payload.startIndex <= jws.encodedHeader.count)
     }
+
+    @Test("every claim in the verifier's table is found by its name, escaped or not, and near misses are not")
+    func claimTable() throws {
+        for claim in ClaimName.allCases {
+            let name = claim.text
+            var members = [#""\#(name)":1"#]
+            // The same name with its first letter escaped, and names one byte off (longer, shorter, last byte changed).
+            let escaped = "\\u00" + String(name.utf8.first!, radix: 16) + name.dropFirst()
+            members.append(#""x":2"#)
+            let object = try IndexedJSONObject(Array(("{" + members.joined(separator: ",") + "}").utf8))
+            #expect(ClaimsReader(claims: object).value(claim) == .integer(1), "\(name)")
+            let viaEscape = try IndexedJSONObject(Array(#"{"\#(escaped)":3}"#.utf8))
+            #expect(ClaimsReader(claims: viaEscape).value(claim) == .integer(3), "\(name) escaped")
+            var last = Array(name.utf8)
+            last[last.count - 1] ^= 0x01
+            for near in [name + "x", String(name.dropLast()), String(decoding: last, as: UTF8.self), name.uppercased()] {
+                let other = try IndexedJSONObject(Array(#"{"\#(near)":4}"#.utf8))
+                let reader = ClaimsReader(claims: other)
+                #expect(ClaimName.allCases.allSatisfy { reader.value($0) == other[$0.text] }, "\(near)")
+                #expect(reader.value(claim) == nil, "\(near) is not \(name)")
+            }
+        }
+    }
 }

@@ -89,7 +89,11 @@ public struct IndexedJSONObject: Sendable {
     /// the member is absent, not a string, or has escapes (then read it with the subscript).
     public func withPlainString<R>(_ name: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
         guard let member = member(named: name) else { return nil }
-        return bytes.withUnsafeBufferPointer { buffer -> R? in
+        return withPlainString(member, body)
+    }
+
+    func withPlainString<R>(_ member: Member, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
+        bytes.withUnsafeBufferPointer { buffer -> R? in
             guard buffer[member.valueStart] == UInt8(ascii: "\"") else { return nil }
             let content = UnsafeBufferPointer(rebasing: buffer[(member.valueStart + 1)..<(member.valueEnd - 1)])
             guard !content.contains(UInt8(ascii: "\\")) else { return nil }
@@ -101,7 +105,11 @@ public struct IndexedJSONObject: Sendable {
     /// when the member is absent or anything else (then read it with the subscript, which decides).
     public func plainInteger(_ name: String) -> Int64? {
         guard let member = member(named: name) else { return nil }
-        return bytes.withUnsafeBufferPointer { buffer -> Int64? in
+        return plainInteger(member)
+    }
+
+    func plainInteger(_ member: Member) -> Int64? {
+        bytes.withUnsafeBufferPointer { buffer -> Int64? in
             let digits = buffer[member.valueStart..<member.valueEnd]
             guard (1...18).contains(digits.count), let first = digits.first else { return nil }
             let negative = first == UInt8(ascii: "-")

@@ -132,7 +132,7 @@ extension TokenVerifier {
         run("audience") { () throws(VerificationError) -> String in "matches \(try checkAudience(reader))" }
         run("authorized-party") { () throws(VerificationError) -> String in
             try checkAuthorizedParty(reader)
-            return (try reader.string("azp")).map { "azp \($0.prefix(128)) allowed" } ?? "no azp"
+            return (try reader.string(.azp)).map { "azp \($0.prefix(128)) allowed" } ?? "no azp"
         }
         if policy.tenants == nil {
             add("tenant", nil, "does not apply to \(policy.kind.rawValue)")
@@ -148,14 +148,14 @@ extension TokenVerifier {
         }
         run("not-before") { () throws(VerificationError) -> String in
             try checkNotBefore(reader, now: now)
-            return (try reader.numericDate("nbf")).map { "valid since \(now - $0) s" } ?? "no nbf"
+            return (try reader.numericDate(.nbf)).map { "valid since \(now - $0) s" } ?? "no nbf"
         }
         run("issued-at") { () throws(VerificationError) -> String in
             let iat = try checkIssuedAt(reader, key: verifiedKey, now: now)
             return iat.map { "issued \(now - $0) s ago" } ?? "no iat"
         }
         run("nonce") { () throws(VerificationError) -> String in
-            try checkNonce(claimed: try reader.string("nonce"), requested: nonce)
+            try checkNonce(claimed: try reader.string(.nonce), requested: nonce)
             return nonce == nil ? "no nonce required" : "matches (\(policy.nonceMode.rawValue))"
         }
         if let firstError { return finished(.failure(firstError)) }

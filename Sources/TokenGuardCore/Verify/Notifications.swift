@@ -22,7 +22,7 @@ extension TokenVerifier {
                 let reader = ClaimsReader(claims: claims)
                 _ = try checkIssuer(reader, key: key)
                 _ = try checkAudience(reader)
-                if try reader.numericDate("exp") != nil { _ = try checkExpiry(reader, now: now) }
+                if try reader.numericDate(.exp) != nil { _ = try checkExpiry(reader, now: now) }
                 // Required and recent: a captured notification cannot be replayed for ever.
                 guard let issuedAt = try checkIssuedAt(reader, key: key, now: now) else {
                     throw VerificationError(.malformedToken, "the notification has no iat")

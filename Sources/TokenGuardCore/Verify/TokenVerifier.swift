@@ -277,19 +277,19 @@ public struct TokenVerifier: Sendable {
         let expiresAt = try checkExpiry(reader, now: now)
         try checkNotBefore(reader, now: now)
         let issuedAt = try checkIssuedAt(reader, key: key, now: now)
-        if !nonceMatchesPlainClaim(reader, requested: nonce) { try checkNonce(claimed: try reader.string("nonce"), requested: nonce) }
+        if !nonceMatchesPlainClaim(reader, requested: nonce) { try checkNonce(claimed: try reader.string(.nonce), requested: nonce) }
         // A signed payload carrying `events` is a provider's server-to-server notification (Apple signs those with
         // the same keys, for the same audience): never a sign-in.
-        if claims.contains("events") {
+        if reader.contains(.events) {
             throw VerificationError(.invalidTokenType, "the payload carries events: a server-to-server notification is not an ID token")
         }
-        let subject = try reader.requiredString("sub")
+        let subject = try reader.requiredString(.sub)
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
         if let undecidedTenant { throw undecidedTenant }
         return Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
-            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string("email"), emailVerified: try emailVerified(reader),
-            tenantID: tenantID, claims: claims, extra: policy.kind == .apple ? Self.appleFields(claims) : JSONObject())
+            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string(.email), emailVerified: try emailVerified(reader),
+            tenantID: tenantID, claims: claims, extra: policy.kind == .apple ? Self.appleFields(reader) : JSONObject())
     }
 
     /// The common case of ``checkNonce(claimed:requested:)`` without making strings: a nonce was given, and the
@@ -297,7 +297,7 @@ public struct TokenVerifier: Sendable {
     /// refusal).
     func nonceMatchesPlainClaim(_ reader: ClaimsReader, requested: String?) -> Bool {
         guard let requested, !requested.isEmpty, requested.utf8.count <= Self.maximumNonceBytes else { return false }
-        return reader.claims.withPlainString("nonce") { claimed in nonce(requested, matches: claimed) } == true
+        return reader.withPlainString(.nonce) { claimed in nonce(requested, matches: claimed) } == true
     }
 
     /// The nonce rule itself, over the token's nonce bytes: SHA-256 hex of the raw nonce, or the raw nonce, compared in
@@ -321,15 +321,15 @@ public struct TokenVerifier: Sendable {
 
     /// Apple's account flags, normalised: `is_private_email` a boolean (Apple sent the string "true" before 2024;
     /// absent is false), `real_user_status` an integer 0–2 (0 unsupported, 1 unknown, 2 likely real) or null.
-    static func appleFields(_ claims: IndexedJSONObject) -> JSONObject {
+    static func appleFields(_ reader: ClaimsReader) -> JSONObject {
         let isPrivate: Bool
-        switch claims["is_private_email"] {
+        switch reader.value(.isPrivateEmail) {
         case .bool(let flag)?: isPrivate = flag
         case .string(let text)?: isPrivate = text.sameBytes(as: "true")
         default: isPrivate = false
         }
         var status: JSONValue = .null
-        switch claims["real_user_status"] {
+        switch reader.value(.realUserStatus) {
         case .integer(let value)? where (0...2).contains(value): status = .integer(value)
         case .string(let text)? where ["0", "1", "2"].containsBytes(text): status = .integer(Int64(text) ?? 0)
         default: break
@@ -347,8 +347,8 @@ public struct TokenVerifier: Sendable {
     /// and only with an `email`. Other providers: their `email_verified` claim.
     func emailVerified(_ reader: ClaimsReader) throws(VerificationError) -> Bool {
         guard policy.kind == .microsoft || policy.kind == .microsoftExternalID else { return try reader.emailVerified() }
-        guard let email = try reader.string("email"), !email.isEmpty else { return false }
-        switch reader.claims["xms_edov"] {
+        guard let email = try reader.string(.email), !email.isEmpty else { return false }
+        switch reader.value(.xmsEdov) {
         case .bool(true)?, .string("1")?, .string("true")?: return true
         default: return false
         }
@@ -360,11 +360,11 @@ public struct TokenVerifier: Sendable {
         // The common case without making a string: `iss` is a plain string equal to an accepted issuer (returned
         // as configured: the same bytes).
         if case .exact(let accepted) = policy.issuers,
-            let match = reader.claims.withPlainString("iss", { raw in accepted.first { $0.sameBytes(as: raw) } }), let match
+            let match = reader.withPlainString(.iss, { raw in accepted.first { $0.sameBytes(as: raw) } }), let match
         {
             return (match, nil)
         }
-        guard let issuer = try reader.string("iss") else { throw VerificationError(.invalidIssuer, "claim iss is missing") }
+        guard let issuer = try reader.string(.iss) else { throw VerificationError(.invalidIssuer, "claim iss is missing") }
         switch policy.issuers {
         case .exact(let accepted):
             guard accepted.containsBytes(issuer) else {
@@ -372,10 +372,10 @@ public struct TokenVerifier: Sendable {
             }
             return (issuer, nil)
         case .tenantTemplate(let template):
-            guard let tid = try reader.string("tid") else { throw VerificationError(.invalidIssuer, "claim tid is missing") }
+            guard let tid = try reader.string(.tid) else { throw VerificationError(.invalidIssuer, "claim tid is missing") }
             // Only a well-formed GUID goes into the template, so a crafted tid cannot shape the issuer string.
             guard GUID.isValid(tid) else { throw VerificationError(.invalidIssuer, "claim tid is not a tenant GUID") }
-            let version = try reader.string("ver")
+            let version = try reader.string(.ver)
             if policy.acceptsV2Tokens, template.filled(withTenantID: tid, equals: issuer) {
                 if let version, !version.sameBytes(as: "2.0") {
                     throw VerificationError(.invalidIssuer, "a v2.0 issuer with ver \"\(version.prefix(16))\"")
@@ -414,7 +414,7 @@ public struct TokenVerifier: Sendable {
                 "no audiences are configured for \(policy.name): set its audiences (or TOKENGUARD_\(policy.name.uppercased())_AUDIENCES)")
         }
         // The common case without making strings: `aud` is one plain string equal to a configured audience.
-        if let match = reader.claims.withPlainString("aud", { raw in policy.audiences.first { $0.sameBytes(as: raw) } }), let match {
+        if let match = reader.withPlainString(.aud, { raw in policy.audiences.first { $0.sameBytes(as: raw) } }), let match {
             return match
         }
         let tokenAudiences = try reader.audiences()
@@ -427,7 +427,7 @@ public struct TokenVerifier: Sendable {
 
     /// `azp` (OIDC Core 3.1.3.7): when present, one of the provider's authorized parties (default: its audiences).
     func checkAuthorizedParty(_ reader: ClaimsReader) throws(VerificationError) {
-        guard let party = try reader.string("azp") else { return }
+        guard let party = try reader.string(.azp) else { return }
         let allowed = policy.authorizedParties ?? policy.audiences
         guard allowed.containsBytes(party) else {
             throw VerificationError(.invalidAudience, "authorized party (azp) \"\(party.prefix(128))\" is not allowed for \(policy.name)")
@@ -450,7 +450,7 @@ public struct TokenVerifier: Sendable {
 
     /// `exp`, required. Expired when now ≥ exp + leeway: at exactly exp + leeway the token is already refused.
     func checkExpiry(_ reader: ClaimsReader, now: Int64) throws(VerificationError) -> Int64 {
-        guard let expiresAt = try reader.numericDate("exp") else { throw VerificationError(.malformedToken, "claim exp is missing") }
+        guard let expiresAt = try reader.numericDate(.exp) else { throw VerificationError(.malformedToken, "claim exp is missing") }
         if now >= expiresAt + policy.leewaySeconds {
             throw VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(expiresAt)) (leeway \(policy.leewaySeconds)s)")
         }
@@ -458,14 +458,14 @@ public struct TokenVerifier: Sendable {
     }
 
     func checkNotBefore(_ reader: ClaimsReader, now: Int64) throws(VerificationError) {
-        if let notBefore = try reader.numericDate("nbf"), now + policy.leewaySeconds < notBefore {
+        if let notBefore = try reader.numericDate(.nbf), now + policy.leewaySeconds < notBefore {
             throw VerificationError(.tokenNotYetValid, "token not valid before \(UTCTime.iso8601(notBefore)) (leeway \(policy.leewaySeconds)s)")
         }
     }
 
     /// `iat` not in the future (beyond the leeway); for an archived key, within the time the key was published.
     func checkIssuedAt(_ reader: ClaimsReader, key: VerificationKey?, now: Int64) throws(VerificationError) -> Int64? {
-        let issuedAt = try reader.numericDate("iat")
+        let issuedAt = try reader.numericDate(.iat)
         if let key, let window = key.publishedWindow {
             guard let issuedAt, window.contains(issuedAt) else {
                 throw VerificationError(
