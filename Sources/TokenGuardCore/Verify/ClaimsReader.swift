@@ -27,7 +27,7 @@ enum ClaimName: Int, CaseIterable {
 
     /// The claim a member names, from the index's fingerprint of its (decoded) name — the length in the top byte, the
     /// first seven bytes below, little-endian — which is the whole name up to seven bytes; longer ones are compared
-    /// in full. `ClaimNameTests` checks every constant against ``text``.
+    /// in full. `HotPathEquivalenceTests.claimTable` checks every constant against ``text``.
     init?(fingerprint: UInt64, name: UnsafeBufferPointer<UInt8>) {
         let found: ClaimName
         switch fingerprint {
