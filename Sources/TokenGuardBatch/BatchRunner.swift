@@ -4,8 +4,8 @@ import TokenGuardCore
 import TokenGuardService
 
 /// Runs a batch (`tokenguard batch`): reads a bounded chunk of lines, verifies it with `jobs` concurrent workers,
-/// writes the chunk's verdicts in input order, and repeats, reading the next chunk and writing the last one while a
-/// chunk is verified. Memory is bounded by the chunk size, whatever the input size.
+/// writes the chunk's verdicts in input order, and repeats. Memory is bounded by the chunk size, whatever the
+/// input size.
 package struct BatchRunner: Sendable {
     package let processor: BatchProcessor
     package let jobs: Int
@@ -52,77 +52,53 @@ package struct BatchRunner: Sendable {
         var summary = Summary()
         let started = DispatchTime.now()
         var lastProgress = started
-        var position = Position()
-        // One chunk is verified while the next is read and the one before is written: reading and writing no longer
-        // leave the workers idle. At most two chunks and one chunk's output are held at once.
-        var inFlight: Task<[BatchProcessor.Output], Never>? = nil
-        while true {
-            let chunk: [LineReader.Line]
-            do {
-                chunk = try readChunk(&reader, position: &position)
-            } catch {
-                _ = await inFlight?.value
-                throw error
-            }
-            let previous = await inFlight?.value
-            inFlight = chunk.isEmpty ? nil : Task { await verify(chunk) }
-            if let previous {
-                var out: [UInt8] = []
-                out.reserveCapacity(previous.reduce(0) { $0 + $1.json.count + 1 })
-                for result in previous {
-                    out.append(contentsOf: result.json)
-                    out.append(UInt8(ascii: "\n"))
-                    summary.lines += 1
-                    if let code = result.code { summary.counts[code, default: 0] += 1 } else { summary.valid += 1 }
+        var chunk: [LineReader.Line] = []
+        chunk.reserveCapacity(Self.chunkLines)
+        var done = false
+        var recordIndex = 0
+        var bytesRead = 0
+        while !done {
+            chunk.removeAll(keepingCapacity: true)
+            var bytes = 0
+            while chunk.count < Self.chunkLines && bytes < Self.chunkBytes {
+                guard let line = try reader.next() else {
+                    done = true
+                    break
                 }
-                output.write(Data(out))
-                let now = DispatchTime.now()
-                if let progress, now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 250_000_000 {
-                    lastProgress = now
-                    let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                    progress(
-                        "\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: position.bytesRead, totalBytes: totalBytes))
+                switch line {
+                case .line(let content):
+                    bytesRead += content.count + 1
+                    // Blank lines (such as a trailing newline) are not records.
+                    if content.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                case .tooLong(let count, _):
+                    bytesRead += count + 1
                 }
+                defer { recordIndex += 1 }
+                if let shard, recordIndex % shard.count != shard.index { continue }
+                if case .line(let content) = line { bytes += content.count }
+                chunk.append(line)
             }
-            if inFlight == nil { break }
+            if chunk.isEmpty { break }
+            let results = await verify(chunk)
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes * 2 + results.count * 64)
+            for result in results {
+                out.append(contentsOf: result.json)
+                out.append(UInt8(ascii: "\n"))
+                summary.lines += 1
+                if let code = result.code { summary.counts[code, default: 0] += 1 } else { summary.valid += 1 }
+            }
+            output.write(Data(out))
+            let now = DispatchTime.now()
+            if let progress, now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 250_000_000 {
+                lastProgress = now
+                let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                progress("\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: bytesRead, totalBytes: totalBytes))
+            }
         }
         progress?("\r\u{1B}[K")
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return summary
-    }
-
-    /// Where the reading stands: records seen (for sharding), bytes read (for progress), and whether the input ended.
-    struct Position {
-        var recordIndex = 0
-        var bytesRead = 0
-        var ended = false
-    }
-
-    /// The next chunk of records (empty at the end of the input): at most `chunkLines` lines or `chunkBytes` bytes.
-    private func readChunk(_ reader: inout LineReader, position: inout Position) throws -> [LineReader.Line] {
-        var chunk: [LineReader.Line] = []
-        guard !position.ended else { return chunk }
-        chunk.reserveCapacity(Self.chunkLines)
-        var bytes = 0
-        while chunk.count < Self.chunkLines && bytes < Self.chunkBytes {
-            guard let line = try reader.next() else {
-                position.ended = true
-                break
-            }
-            switch line {
-            case .line(let content):
-                position.bytesRead += content.count + 1
-                // Blank lines (such as a trailing newline) are not records.
-                if content.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-            case .tooLong(let count, _):
-                position.bytesRead += count + 1
-            }
-            defer { position.recordIndex += 1 }
-            if let shard, position.recordIndex % shard.count != shard.index { continue }
-            if case .line(let content) = line { bytes += content.count }
-            chunk.append(line)
-        }
-        return chunk
     }
 
     /// `[#######.............]  35%  120000 lines  41000 tokens/s  ETA 0:07` (bar and ETA only for a file).
