@@ -40,12 +40,15 @@ enum Children {
     static func batch(config: String) async throws {
         let configuration = try Configuration.load(path: config)
         let registry = VerifierRegistry(configuration: configuration)
-        var reader = LineReader(fileDescriptor: STDIN_FILENO, maximumLineBytes: configuration.maxTokenBytes + 8192)
-        guard let sink = FileHandle(forWritingAtPath: "/dev/null") else { throw RunnerError("cannot open /dev/null") }
+        let reader = LineReader(fileDescriptor: STDIN_FILENO, maximumLineBytes: configuration.maxTokenBytes + 8192)
+        let sinkDescriptor = open("/dev/null", O_WRONLY)
+        guard sinkDescriptor >= 0 else { throw RunnerError("cannot open /dev/null") }
+        defer { close(sinkDescriptor) }
+        let sink = FileDescriptorWriter(fileDescriptor: sinkDescriptor)
         let runner = BatchRunner(
             processor: BatchProcessor(registry: registry, defaultAt: nil), jobs: ProcessInfo.processInfo.activeProcessorCount, progress: nil,
             shard: nil, totalBytes: nil, output: sink)
-        let summary = try await runner.run(reader: &reader)
+        let summary = try await runner.run(reader: reader)
         FileHandle.standardError.write(Data("\(summary.lines) \(summary.valid)\n".utf8))
     }
 

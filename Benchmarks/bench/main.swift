@@ -6,6 +6,7 @@
 // Targets are printed as ratios beside the figures, never asserted. `--profile ALG[-cached] [--iterations N] [--key PEM]` runs a bare
 // verification loop for `perf record`; `--overhead` prints only the per-token cost beyond OpenSSL's verify. (The valgrind loop is the `leakloop` target.)
 import Foundation
+import TokenGuardBatch
 import TokenGuardCore
 import TokenGuardCrypto
 import TokenGuardService
@@ -74,6 +75,28 @@ do {
             bytes &+= copy.jsonBytes.count
         }
         print("wrote \(bytes) bytes")
+    } else if option("--profile-batch-line") == "RS256",
+        let fixture = try Fixture.named("RS256", pem: try option("--key").map { try String(contentsOfFile: $0, encoding: .utf8) })
+    {
+        // One `tokenguard batch` line parsed, verified (token cache off) and answered, on one thread: minus
+        // `--profile RS256` and `--profile-json RS256`, what the batch tool adds per line.
+        let workspace = try TempWorkspace()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([fixture.key]))
+        let config = try workspace.write(
+            "bench.yaml", "token_cache_size: 0\nproviders:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
+        let registry = VerifierRegistry(configuration: try Configuration.load(path: config))
+        await registry.prepare()
+        let processor = BatchProcessor(registry: registry, defaultAt: nil)
+        let line = Array(
+            "{\"id\":1,\"provider\":\"apple\",\"token\":\"\(fixture.token)\",\"nonce\":\"\(fixture.nonce)\",\"at\":\(fixture.now)}".utf8)
+        let iterations = option("--iterations").flatMap(Int.init) ?? 100_000
+        // Off the main actor, as the batch workers run: no executor hop per line.
+        let valid = await Task.detached {
+            var valid = 0
+            for _ in 0..<iterations where await processor.process(.line(line)).code == nil { valid += 1 }
+            return valid
+        }.value
+        print("batch lines: \(valid) valid")
     } else if arguments.contains("--overhead") {
         // Only the per-token cost beyond OpenSSL's verify, per algorithm (for iterating on the hot loop).
         for fixture in try Fixture.all() {

@@ -7,7 +7,8 @@ import TokenGuardService
 ///
 /// The first byte picks the endpoint; the rest is the body. Properties: nothing traps; a decoded request
 /// has a non-empty provider and token; a decoded request written back as JSON decodes to the same request;
-/// a batch never yields more items than its limit; every verdict is a JSON object with `valid`.
+/// a batch never yields more items than its limit; every verdict is a JSON object with `valid` (absent only from an
+/// answer that cannot decide now).
 enum HTTPRequestFuzzTarget {
     static let maximumBatchItems = 16
 
@@ -40,6 +41,8 @@ enum HTTPRequestFuzzTarget {
         let result =
             FuzzFixtures.registry.verifyWithKeysInHand(provider: request.provider, token: request.token, nonce: request.nonce, at: FuzzFixtures.now)
         guard let result else { return }
-        require(result.json(provider: request.provider)["valid"]?.boolValue != nil, "a verdict without valid")
+        // A verdict says valid true or false; an answer that cannot decide now says neither.
+        let undecided = if case .failure(let error) = result { error.code.isRetryable } else { false }
+        require((result.json(provider: request.provider)["valid"]?.boolValue != nil) != undecided, "valid present exactly on a verdict")
     }
 }

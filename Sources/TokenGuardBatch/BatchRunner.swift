@@ -1,11 +1,13 @@
 import Dispatch
 import Foundation
+import Synchronization
 import TokenGuardCore
 import TokenGuardService
 
 /// Runs a batch (`tokenguard batch`): reads a bounded chunk of lines, verifies it with `jobs` concurrent workers,
-/// writes the chunk's verdicts in input order, and repeats. Memory is bounded by the chunk size, whatever the
-/// input size.
+/// writes the chunk's verdicts in input order, and repeats. The next chunk is read while one is verified, and a
+/// chunk's verdicts are written before the run waits for the next, so a producer that waits for its answers gets
+/// them. Memory is bounded by two chunks, whatever the input size.
 package struct BatchRunner: Sendable {
     package let processor: BatchProcessor
     package let jobs: Int
@@ -16,11 +18,11 @@ package struct BatchRunner: Sendable {
     /// The input's size when it is a regular file: progress then shows a percentage and an ETA.
     package let totalBytes: Int?
     /// Where verdict lines go.
-    package let output: FileHandle
+    package let output: FileDescriptorWriter
 
     package init(
         processor: BatchProcessor, jobs: Int, progress: (@Sendable (String) -> Void)?, shard: (index: Int, count: Int)?, totalBytes: Int?,
-        output: FileHandle = .standardOutput
+        output: FileDescriptorWriter = .standardOutput
     ) {
         self.processor = processor
         self.jobs = jobs
@@ -33,6 +35,11 @@ package struct BatchRunner: Sendable {
     /// Lines per chunk, and bytes per chunk, whichever comes first.
     static let chunkLines = 1024
     static let chunkBytes = 2 << 20
+    /// A chunk is also cut when the workers wait for it and no new line has come whole for `idleMilliseconds`, or
+    /// its first line has waited `holdMilliseconds`: a streaming producer's lines (`tail -F log | tokenguard batch -`)
+    /// are answered within about that, however steadily they arrive, while a fast producer still fills whole chunks.
+    static let idleMilliseconds: Int64 = 10
+    static let holdMilliseconds: Int64 = 50
 
     package struct Summary: Sendable {
         package var lines = 0
@@ -48,53 +55,39 @@ package struct BatchRunner: Sendable {
         }
     }
 
-    package func run(reader: inout LineReader) async throws -> Summary {
+    /// Reads `reader` to its end. A read error ends the run after the lines read before it are answered.
+    package func run(reader: LineReader) async throws -> Summary {
         var summary = Summary()
         let started = DispatchTime.now()
         var lastProgress = started
-        var chunk: [LineReader.Line] = []
-        chunk.reserveCapacity(Self.chunkLines)
-        var done = false
-        var recordIndex = 0
-        var bytesRead = 0
-        while !done {
-            chunk.removeAll(keepingCapacity: true)
-            var bytes = 0
-            while chunk.count < Self.chunkLines && bytes < Self.chunkBytes {
-                guard let line = try reader.next() else {
-                    done = true
-                    break
+        let source = ChunkSource(reader: reader, shard: shard)
+        var pending = Task { await source.next() }
+        while true {
+            source.consumerWaiting.store(true, ordering: .releasing)
+            let chunk = await pending.value
+            source.consumerWaiting.store(false, ordering: .releasing)
+            // The next chunk is read while this one is verified; at most two are in memory.
+            if !chunk.isLast { pending = Task { await source.next() } }
+            if !chunk.lines.isEmpty {
+                let results = await verify(chunk.lines)
+                var out: [UInt8] = []
+                out.reserveCapacity(chunk.bytes * 2 + results.count * 64)
+                for result in results {
+                    out.append(contentsOf: result.json)
+                    out.append(UInt8(ascii: "\n"))
+                    summary.lines += 1
+                    if let code = result.code { summary.counts[code, default: 0] += 1 } else { summary.valid += 1 }
                 }
-                switch line {
-                case .line(let content):
-                    bytesRead += content.count + 1
-                    // Blank lines (such as a trailing newline) are not records.
-                    if content.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                case .tooLong(let count, _):
-                    bytesRead += count + 1
-                }
-                defer { recordIndex += 1 }
-                if let shard, recordIndex % shard.count != shard.index { continue }
-                if case .line(let content) = line { bytes += content.count }
-                chunk.append(line)
+                try output.write(out)
             }
-            if chunk.isEmpty { break }
-            let results = await verify(chunk)
-            var out: [UInt8] = []
-            out.reserveCapacity(bytes * 2 + results.count * 64)
-            for result in results {
-                out.append(contentsOf: result.json)
-                out.append(UInt8(ascii: "\n"))
-                summary.lines += 1
-                if let code = result.code { summary.counts[code, default: 0] += 1 } else { summary.valid += 1 }
-            }
-            output.write(Data(out))
             let now = DispatchTime.now()
             if let progress, now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 250_000_000 {
                 lastProgress = now
                 let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                progress("\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: bytesRead, totalBytes: totalBytes))
+                progress("\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: chunk.bytesRead, totalBytes: totalBytes))
             }
+            if let error = chunk.error { throw error }
+            if chunk.isLast { break }
         }
         progress?("\r\u{1B}[K")
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
@@ -144,4 +137,103 @@ package struct BatchRunner: Sendable {
         }
         return ordered.compactMap { $0 }
     }
+}
+
+/// Cuts the input into chunks on a dispatch queue of its own: a read that blocks on a slow producer must not hold
+/// one of the cooperative threads the workers verify on.
+final class ChunkSource: @unchecked Sendable {
+    // @unchecked Sendable: every stored var is touched only on `queue`, one read at a time.
+    private var reader: LineReader
+    private let shard: (index: Int, count: Int)?
+    private let queue = DispatchQueue(label: "tokenguard.batch.read")
+    private var recordIndex = 0
+    private var bytesRead = 0
+    private var finished = false
+    /// Set while the run waits for a chunk: only then is a started chunk cut when input pauses.
+    let consumerWaiting = Atomic<Bool>(false)
+
+    struct Chunk: Sendable {
+        var lines: [LineReader.Line] = []
+        /// The chunk's line bytes, and the input's bytes read so far (for progress).
+        var bytes = 0
+        var bytesRead = 0
+        /// No chunk follows: the input ended, or reading it failed (`error`).
+        var isLast = false
+        var error: IOError?
+    }
+
+    init(reader: LineReader, shard: (index: Int, count: Int)?) {
+        self.reader = reader
+        self.shard = shard
+    }
+
+    func next() async -> Chunk {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: self.read()) }
+        }
+    }
+
+    private func read() -> Chunk {
+        var chunk = Chunk()
+        chunk.lines.reserveCapacity(BatchRunner.chunkLines)
+        fill(&chunk)
+        chunk.bytesRead = bytesRead
+        return chunk
+    }
+
+    private func fill(_ chunk: inout Chunk) {
+        guard !finished else {
+            chunk.isLast = true
+            return
+        }
+        var firstLineAt: Int64 = 0
+        while chunk.lines.count < BatchRunner.chunkLines && chunk.bytes < BatchRunner.chunkBytes {
+            // An empty chunk waits for input as long as it takes. A started one waits for the next line at most
+            // `idleMilliseconds` at a time, and is cut once the workers wait for it and input pauses or its first
+            // line has been held `holdMilliseconds`.
+            var wait: Int64? = nil
+            if !chunk.lines.isEmpty {
+                wait = BatchRunner.idleMilliseconds
+                if consumerWaiting.load(ordering: .acquiring) {
+                    let held = LineReader.monotonicMilliseconds() - firstLineAt
+                    if held >= BatchRunner.holdMilliseconds { return }
+                    wait = min(BatchRunner.idleMilliseconds, BatchRunner.holdMilliseconds - held)
+                }
+            }
+            let next: LineReader.Next
+            do {
+                next = try reader.next(waitingAtMost: wait.map { Int32($0) })
+            } catch {
+                finished = true
+                chunk.isLast = true
+                chunk.error = error
+                return
+            }
+            let line: LineReader.Line
+            switch next {
+            case .notYet:
+                if consumerWaiting.load(ordering: .acquiring) { return }
+                continue
+            case .endOfInput:
+                finished = true
+                chunk.isLast = true
+                return
+            case .line(let read): line = read
+            }
+            switch line {
+            case .line(let content):
+                bytesRead += content.count + 1
+                // Blank lines (such as a trailing newline) are not records.
+                if content.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+            case .tooLong(let count, _):
+                bytesRead += count + 1
+            }
+            defer { recordIndex += 1 }
+            if let shard, recordIndex % shard.count != shard.index { continue }
+            if case .line(let content) = line { chunk.bytes += content.count }
+            if chunk.lines.isEmpty { firstLineAt = LineReader.monotonicMilliseconds() }
+            chunk.lines.append(line)
+        }
+    }
+
 }

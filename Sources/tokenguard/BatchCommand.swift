@@ -44,6 +44,7 @@ struct BatchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try Stdout.requireOpen()
         let (configuration, registry) = try ConfigLoading.registry(path: options.config)
         let fd: Int32
         if input == "-" {
@@ -60,7 +61,7 @@ struct BatchCommand: AsyncParsableCommand {
         await registry.prepare()
         let processor = BatchProcessor(registry: registry, defaultAt: options.at)
         // A line holds a token plus a small envelope; anything longer is refused without being buffered.
-        var reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
+        let reader = LineReader(fileDescriptor: fd, maximumLineBytes: configuration.maxTokenBytes + 8192)
         var totalBytes: Int? = nil
         var info = stat()
         if fd != STDIN_FILENO, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { totalBytes = Int(info.st_size) }
@@ -72,7 +73,7 @@ struct BatchCommand: AsyncParsableCommand {
         let revocationRefresh = registry.revocations.map { revocations in Task { await revocations.runRefreshLoop() } }
         defer { revocationRefresh?.cancel() }
         do {
-            summary = try await runner.run(reader: &reader)
+            summary = try await runner.run(reader: reader)
         } catch {
             Stderr.write("tokenguard: \(error)\n")
             throw ExitCodes.usage

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
+import TokenGuardBatch
 import TokenGuardCore
 import TokenGuardFetch
 import TokenGuardRedis
@@ -142,15 +143,6 @@ enum ConfigLoading {
     }
 }
 
-enum Stderr {
-    static func write(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
-}
-
-/// Unbuffered standard output, for lines that must appear at once (the demo's instructions).
-enum Stdout {
-    static func write(_ text: String) { FileHandle.standardOutput.write(Data(text.utf8)) }
-}
-
 enum Logs {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var bootstrapped = false  // guarded by `lock`
@@ -207,7 +199,7 @@ struct TextLogHandler: LogHandler {
         let time = ISO8601DateFormatter().string(from: Date())
         let line =
             "\(time) \(event.level) \(label):\(fields.isEmpty ? "" : " " + fields) [\(event.source)] \(Self.escaped(event.message.description))\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        Stderr.write(line)
     }
 }
 
@@ -236,6 +228,6 @@ struct JSONLogHandler: LogHandler {
         for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key }) {
             object.set(key, .string("\(value)"))
         }
-        FileHandle.standardError.write(Data((JSONWriter.string(.object(object)) + "\n").utf8))
+        Stderr.write(JSONWriter.string(.object(object)) + "\n")
     }
 }

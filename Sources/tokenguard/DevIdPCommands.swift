@@ -83,6 +83,6 @@ struct MintCommand: ParsableCommand {
             throw ValidationError("--provider must be apple, facebook_limited or microsoft")
         }
         let minter = try DevTokenMinter.load(directory: stateDir)
-        print(try minter.mint(kind: kind, audience: audience, subject: subject, rawNonce: nonce, email: email, lifetime: lifetime))
+        try Stdout.answer(try minter.mint(kind: kind, audience: audience, subject: subject, rawNonce: nonce, email: email, lifetime: lifetime))
     }
 }

@@ -18,7 +18,8 @@ struct HealthcheckCommand: AsyncParsableCommand {
         let client = CurlHTTPClient(configuration: configuration)
         let target = url
         let status = (try? await client.send(HTTPRequest(url: target, maximumResponseBytes: 65_536)))?.status ?? 0
-        print(status == 200 ? "ok" : "unhealthy (\(status))")
+        // The exit status is the answer (Docker's HEALTHCHECK reserves 2): the line is written if it can be.
+        Stdout.write((status == 200 ? "ok" : "unhealthy (\(status))") + "\n")
         if status != 200 { throw ExitCodes.rejected }
     }
 }

@@ -19,10 +19,11 @@ struct InspectCommand: ParsableCommand {
             text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
         let banner = String(repeating: "!", count: 72)
-        print("\(banner)\n!!! UNVERIFIED: decoded only. The signature, issuer, audience, expiry and nonce were NOT checked. !!!\n\(banner)")
+        try Stdout.answer(
+            "\(banner)\n!!! UNVERIFIED: decoded only. The signature, issuer, audience, expiry and nonce were NOT checked. !!!\n\(banner)")
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, text.utf8.count <= 1 << 20 else {
-            print("not a compact JWS (expected three dot-separated segments)")
+            try Stdout.answer("not a compact JWS (expected three dot-separated segments)")
             throw ExitCodes.rejected
         }
         func decode(_ part: Substring) -> JSONValue {
@@ -34,7 +35,6 @@ struct InspectCommand: ParsableCommand {
             ("header", decode(parts[0])), ("claims", decode(parts[1])),
             ("signature_bytes", .integer(Int64(Base64URL.decode(String(parts[2]))?.count ?? -1))),
         ])
-        print(JSONWriter.string(.object(output)))
-        print(banner)
+        try Stdout.answer(JSONWriter.string(.object(output)) + "\n" + banner)
     }
 }

@@ -56,6 +56,6 @@ struct KeysCommand: AsyncParsableCommand {
             }
             providers.append(.object(entry))
         }
-        print(JSONWriter.string(.object(JSONObject([("providers", .array(providers))]))))
+        try Stdout.answer(JSONWriter.string(.object(JSONObject([("providers", .array(providers))]))))
     }
 }

@@ -11,7 +11,8 @@ struct RevokeCommand: AsyncParsableCommand {
         discussion: """
             Writes the store the config names (revocations.store: the SQLite file beside the key archive, or Redis); \
             running servers apply it within revocations.max_staleness_seconds. Exit status: 0 recorded, 2 usage or \
-            config error, 3 the store cannot be written now.
+            config error (or the answer could not be written: the change is saved, and the message says so), 3 the \
+            store cannot be written now.
             """
     )
 
@@ -54,11 +55,13 @@ struct RevokeCommand: AsyncParsableCommand {
         }
         let revocations = try ConfigLoading.makeRevocations(configuration)
         let logger = Logger(label: "tokenguard.revocations")
+        try Stdout.requireOpen()  // before the store changes: refuse a change whose answer would be lost
+        let answer: String
         do {
             if delete {
                 let removed = try await revocations.store.delete(provider: configured, subject: subject)
                 logger.notice("revocation removed", metadata: ["provider": "\(configured)", "subject_sha256": "\(TokenHash.short(subject))"])
-                print(JSONWriter.string(.object(JSONObject([("provider", .string(configured)), ("removed", .bool(removed))]))))
+                answer = JSONWriter.string(.object(JSONObject([("provider", .string(configured)), ("removed", .bool(removed))])))
             } else {
                 try await revocations.store.put(Revocation(provider: configured, subject: subject, notBefore: notBefore))
                 logger.notice(
@@ -66,14 +69,18 @@ struct RevokeCommand: AsyncParsableCommand {
                     metadata: [
                         "provider": "\(configured)", "subject_sha256": "\(TokenHash.short(subject))", "not_before": "\(notBefore)", "by": "cli",
                     ])
-                print(
-                    JSONWriter.string(
-                        .object(
-                            JSONObject([("provider", .string(configured)), ("subject", .string(subject)), ("not_before", .integer(notBefore))]))))
+                answer = JSONWriter.string(
+                    .object(JSONObject([("provider", .string(configured)), ("subject", .string(subject)), ("not_before", .integer(notBefore))])))
             }
         } catch {
             Stderr.write("tokenguard: the revocation store cannot be written: \(error)\n")
             throw ExitCodes.unavailable
+        }
+        do {
+            try Stdout.answer(answer)
+        } catch {
+            Stderr.write("tokenguard: the change is saved in the store; only its answer could not be written\n")
+            throw error
         }
     }
 }

@@ -20,6 +20,11 @@ struct TokenGuardCommand: AsyncParsableCommand {
     /// Parses and runs, mapping every usage error to exit 2 as the contract requires (ArgumentParser's own
     /// validation exit code is EX_USAGE, 64).
     static func main() async {
+        StandardStreams.reserve()
+        // A reader that goes away (standard output or error a pipe whose other end closed) is a write error, never a
+        // death by SIGPIPE: `serve` drops the log lines and goes on answering, `batch` stops with exit 2 ("write
+        // failed"), and no command loses its exit status to a closed diagnostics pipe.
+        signal(SIGPIPE, SIG_IGN)
         OpenSSLRuntime.keepStateUntilExit()
         do {
             var command = try parseAsRoot()
@@ -35,7 +40,7 @@ struct TokenGuardCommand: AsyncParsableCommand {
         } catch {
             let code = exitCode(for: error)
             if code == .success { exit(withError: error) }  // --help, --version
-            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Stderr.write(fullMessage(for: error) + "\n")
             Foundation.exit(ExitCodes.usage.rawValue)
         }
     }

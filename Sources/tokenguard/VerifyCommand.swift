@@ -45,7 +45,7 @@ struct VerifyCommand: AsyncParsableCommand {
         let (result, explanation) = await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
         var output = result.json(provider: provider)
         if let explanation { output.set("checks", explanation.json) }
-        print(JSONWriter.string(.object(output)))
+        try Stdout.answer(JSONWriter.string(.object(output)))
         switch result {
         case .success: throw ExitCodes.valid
         case .failure(let error):

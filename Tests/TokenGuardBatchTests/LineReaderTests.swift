@@ -65,13 +65,64 @@ struct LineReaderTests {
             let buffer = Int.random(in: 1...64, using: &random)
             let lines = try Self.read(content, maximumLineBytes: maximum, bufferBytes: buffer)
             let expected = Self.model(content, maximumLineBytes: maximum)
-            // Too-long lines are reported with a length; the model's count is of the line without its `\r`.
+            // Too-long lines are reported with a length: the line's, without a final `\r`, as in the model.
             let shape = lines.map(Self.bytes)
             let expectedShape = expected.map(Self.bytes)
             #expect(
                 shape == expectedShape,
                 "round \(round): limit \(maximum), buffer \(buffer), input \(String(decoding: content, as: UTF8.self).debugDescription)")
+            #expect(lines == expected, "lengths, round \(round): limit \(maximum), buffer \(buffer)")
             if shape != expectedShape { break }
+        }
+    }
+
+    @Test("lines that arrive in pieces through a pipe come out whole: a read that would wait says notYet and resumes")
+    func piecesThroughAPipe() throws {
+        var random = SeededRandom(seed: 0x9e_ce_5a11)
+        let alphabet: [UInt8] = Array("ab{}\"\r\n\n".utf8)
+        for round in 0..<1500 {
+            let length = Int.random(in: 0...300, using: &random)
+            let content = (0..<length).map { _ in alphabet.randomElement(using: &random)! }
+            let maximum = Int.random(in: 1...40, using: &random)
+            let buffer = Int.random(in: 1...64, using: &random)
+            var ends: [Int32] = [0, 0]
+            try #require(pipe(&ends) == 0)
+            // No child another test spawns may keep the write end open (its end of input would never come).
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            defer { close(ends[0]) }
+            var reader = LineReader(fileDescriptor: ends[0], maximumLineBytes: maximum, bufferBytes: buffer)
+            var lines: [LineReader.Line] = []
+            var offset = 0
+            var waits = 0
+            while offset < content.count {
+                let piece = min(Int.random(in: 1...20, using: &random), content.count - offset)
+                let written = content[offset..<offset + piece].withUnsafeBytes { write(ends[1], $0.baseAddress, piece) }
+                try #require(written == piece)
+                offset += piece
+                reading: while true {
+                    switch try reader.next(waitingAtMost: 0) {
+                    case .line(let line): lines.append(line)
+                    case .notYet:
+                        waits += 1
+                        break reading
+                    case .endOfInput: Issue.record("end of input before the writer closed")
+                    }
+                }
+            }
+            close(ends[1])
+            while let line = try reader.next() { lines.append(line) }
+            let expected = Self.model(content, maximumLineBytes: maximum)
+            let context = "round \(round): limit \(maximum), buffer \(buffer), input \(String(decoding: content, as: UTF8.self).debugDescription)"
+            #expect(lines.map(Self.bytes) == expected.map(Self.bytes), "\(context)")
+            // Lengths too: an over-long CRLF line's `\r` is left out whether its end was read whole or discarded.
+            #expect(lines == expected, "\(context)")
+            // An over-long line's head is the start of that line, however its pieces arrived.
+            for (line, model) in zip(lines, expected) {
+                guard case .tooLong(_, let head) = line, case .tooLong(_, let full) = model else { continue }
+                #expect(!head.isEmpty && (full + [13]).starts(with: head), "head \(head) of \(full), \(context)")
+            }
+            #expect(content.isEmpty || waits > 0)
+            if lines.map(Self.bytes) != expected.map(Self.bytes) { break }
         }
     }
 }

@@ -149,6 +149,9 @@ struct CLITests {
         let live = try BinaryRunner.run(
             ["batch", "--config", config, "-"], stdin: "{\"id\":1,\"provider\":\"live\",\"token\":\"\(valid)\",\"nonce\":\"\(nonce)\"}\n")
         #expect(live.status == 3)
-        #expect(live.stdout.contains("keys_unavailable"))
+        let unavailable = try json(live.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(unavailable["error"]?.objectValue?["code"] == .string("keys_unavailable"))
+        #expect(unavailable["id"] == .integer(1))
+        #expect(unavailable["valid"] == nil, "an outage is no rejection: no valid member")
     }
 }

@@ -264,4 +264,15 @@ struct AttackTests {
             #expect(verifier.verify(token: variant, nonce: nonce, at: now).code == .malformedToken, "\(variant.prefix(20))")
         }
     }
+
+    @Test("an answer that cannot decide now has no valid member; every other error says valid: false")
+    func retryableAnswersAreNoRejection() {
+        for code in ErrorCode.allCases {
+            let json = VerificationError(code, "m").json(provider: "apple")
+            #expect(json["error"]?.objectValue?["code"] == .string(code.rawValue))
+            #expect(json["valid"] == (code.isRetryable ? nil : .bool(false)), "\(code)")
+            let bytes = VerificationResult.failure(VerificationError(code, "m")).jsonBytes(provider: nil)
+            #expect(String(decoding: bytes, as: UTF8.self).contains("\"valid\"") == !code.isRetryable, "\(code)")
+        }
+    }
 }

@@ -64,6 +64,16 @@ struct ProviderPolicyTests {
         #expect(verifier.verify(token: try key.sign(falseString), nonce: nonce, at: now).verdict?.emailVerified == false)
         falseString.set("email_verified", .string("yes"))
         #expect(verifier.verify(token: try key.sign(falseString), nonce: nonce, at: now).code == .malformedToken)
+        // email_verified without an email vouches for nothing: false (red team round 17), its type still checked.
+        func withoutEmail(_ claims: JSONObject) -> JSONObject { JSONObject(claims.members.filter { $0.name != "email" }.map { ($0.name, $0.value) }) }
+        var noEmail = withoutEmail(ProviderTokens.apple(now: now, rawNonce: nonce, emailVerifiedAsString: true))
+        let unverified = try #require(verifier.verify(token: try key.sign(noEmail), nonce: nonce, at: now).verdict)
+        #expect(unverified.email == nil && unverified.emailVerified == false)
+        noEmail.set("email", .string(""))
+        #expect(verifier.verify(token: try key.sign(noEmail), nonce: nonce, at: now).verdict?.emailVerified == false, "an empty email")
+        noEmail = withoutEmail(noEmail)
+        noEmail.set("email_verified", .integer(1))
+        #expect(verifier.verify(token: try key.sign(noEmail), nonce: nonce, at: now).code == .malformedToken)
     }
 
     @Test("nonce rules: required, missing from the token, raw versus sha256")

@@ -192,6 +192,19 @@ struct ServerE2ETests {
         #expect(unavailable.status == 503)
         #expect(unavailable.header("retry-after") != nil)
         #expect(try json(unavailable)["error"]?.objectValue?["code"] == .string("keys_unavailable"))
+        // In a batch, the same answer is an item with no `valid` member: an outage never reads as a rejection.
+        let batch = try await setup.server.post(
+            "/v1/verify/batch",
+            "{\"items\":[{\"id\":7,\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"},"
+                + "{\"id\":8,\"provider\":\"apple\",\"token\":\"\(token)\",\"explain\":true}]}")
+        let items = try json(batch)["results"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(items.count == 2)
+        for (item, id) in zip(items, [7, 8]) {
+            #expect(item["error"]?.objectValue?["code"] == .string("keys_unavailable"))
+            #expect(item["id"] == .integer(Int64(id)))
+            #expect(item["valid"] == nil, "a keys_unavailable batch item must not say valid: false")
+        }
+        #expect(items.last?["checks"]?.arrayValue != nil, "explain's checks come with an undecided answer too (UndecidedAnswer allows them)")
         let providers = try json(try await setup.server.get("/v1/providers"))["providers"]?.arrayValue?.first?.objectValue
         #expect(providers?["usable"] == .bool(false))
         #expect(providers?["last_error"]?.stringValue?.contains("500") == true)

@@ -76,6 +76,23 @@ struct JWKSKeySourceTests {
             token: token, nonce: nonce, at: at, historical: historical)
     }
 
+    @Test("a miss against older keys is answered from the keys in hand when they now hold the kid: no second fetch")
+    func missAfterFetchCompleted() async throws {
+        // The cold-start race (seen under ThreadSanitizer): a caller misses before the first fetch, the fetch
+        // completes, then the caller asks again. Its kid is in hand now; a refetch would be waste.
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let source = source(idp)
+        _ = await source.refresh()
+        #expect(idp.fetches == 1)
+        let answer = await source.keysAfterMiss(keyID: key.keyID)
+        #expect((try? answer?.get())?.contains(keyID: key.keyID) == true)
+        #expect(idp.fetches == 1)
+        // A kid still unknown does refetch (once per cooldown).
+        _ = await source.keysAfterMiss(keyID: "rotated-in")
+        #expect(idp.fetches == 2)
+    }
+
     @Test("cold start: the first verification fetches the keys once; 1,000 concurrent ones share that fetch")
     func coldStart() async throws {
         let key = try SharedTestKeys.rsa()

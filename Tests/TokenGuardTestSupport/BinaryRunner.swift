@@ -4,7 +4,7 @@ import Foundation
 package enum BinaryRunner {
     /// Under scripts/sanitize.sh, the tokenguard processes the tests start take their ASan options from
     /// `TOKENGUARD_CHILD_ASAN_OPTIONS` (see that script for why their leak check is off).
-    static func applyChildSanitizerOptions(_ env: inout [String: String]) {
+    package static func applyChildSanitizerOptions(_ env: inout [String: String]) {
         if let options = env["TOKENGUARD_CHILD_ASAN_OPTIONS"] { env["ASAN_OPTIONS"] = options }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TokenGuardCore
 import TokenGuardFetch
 import TokenGuardService
@@ -40,7 +41,13 @@ package final class ServerProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if !process.isRunning { throw RunnerError("tokenguard serve exited: \(self.log())") }
-            if let response = try? await client.send(HTTPRequest(url: baseURL + "/healthz")), response.status == 200 { return }
+            // The answer must come from this process, not another test's server on a reused port: the listening
+            // socket must be one of its descriptors. (Its log cannot say so: a quiet log level hides the line.)
+            if Self.listens(pid: process.processIdentifier, onLoopbackPort: port),
+                let response = try? await client.send(HTTPRequest(url: baseURL + "/healthz")), response.status == 200
+            {
+                return
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
         stop()
@@ -48,6 +55,29 @@ package final class ServerProcess: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// Whether process `pid` holds the socket listening on 127.0.0.1:`port` (Linux: `/proc/net/tcp` names the socket's
+    /// inode, `/proc/PID/fd` the process's sockets).
+    static func listens(pid: Int32, onLoopbackPort port: Int) -> Bool {
+        // Read to the end: /proc files report size 0, and a read sized by that stops at the first page.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/net/tcp"), let data = try? handle.readToEnd() else { return false }
+        try? handle.close()
+        let table = String(decoding: data, as: UTF8.self)
+        let local = "0100007F:" + String(format: "%04X", port)
+        var inodes: Set<String> = []
+        for line in table.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+            guard fields.count > 9, fields[1] == local, fields[3] == "0A" else { continue }
+            inodes.insert("socket:[\(fields[9])]")
+        }
+        guard !inodes.isEmpty, let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else {
+            return false
+        }
+        return descriptors.contains { name in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(name)")).map(inodes.contains) ?? false
+        }
+    }
 
     /// Waits (bounded) until `/readyz` answers 200: keys loaded and, where configured, revocations read once. `/healthz`
     /// answers as soon as the server listens; the first read of the revocation store runs beside it, and until it is
@@ -96,6 +126,17 @@ package final class ServerProcess: @unchecked Sendable {
 }
 
 package enum FreeLoopbackPort {
-    /// A port free on 127.0.0.1 now (see ``LoopbackPort``).
-    package static func pick() throws -> Int { try LoopbackPort.pick() }
+    /// Ports handed out in this test process. A port picked and released can be picked again before the server
+    /// meant for it has bound it; with tests in parallel, two servers were then given one port, and a test talked to
+    /// the other test's server (CI: a caller-keys test answered 200 by a server without caller keys).
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// A port free on 127.0.0.1 now (see ``LoopbackPort``) and never handed out before in this process.
+    package static func pick() throws -> Int {
+        for _ in 0..<64 {
+            let port = try LoopbackPort.pick()
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        throw RunnerError("no loopback port left that this test process has not used")
+    }
 }

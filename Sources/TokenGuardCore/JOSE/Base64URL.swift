@@ -44,6 +44,8 @@ public enum Base64URL {
 
     static func decode(buffer: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         guard let outputCount = decodedCount(buffer.count) else { return nil }
+        // See CompactJWS.decode: no `unsafeUninitializedCapacity: 0` (the shared empty storage's count is written).
+        if outputCount == 0 { return [] }
         var valid = true
         let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
             valid = decode(buffer, into: out)

@@ -286,9 +286,10 @@ public struct TokenVerifier: Sendable {
         let subject = try reader.requiredString(.sub)
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
         if let undecidedTenant { throw undecidedTenant }
+        let email = try reader.string(.email)
         return Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
-            issuedAt: issuedAt, keyID: key.keyID, email: try reader.string(.email), emailVerified: try emailVerified(reader),
+            issuedAt: issuedAt, keyID: key.keyID, email: email, emailVerified: try emailVerified(reader, email: email),
             tenantID: tenantID, claims: claims, extra: policy.kind == .apple ? Self.appleFields(reader) : JSONObject())
     }
 
@@ -342,12 +343,17 @@ public struct TokenVerifier: Sendable {
         return fields
     }
 
-    /// Whether the verdict's email can be trusted. Microsoft sends no trustworthy `email_verified` ("nOAuth": a
-    /// tenant can put any unverified email in its tokens): only `xms_edov` (email domain owner verified) counts,
-    /// and only with an `email`. Other providers: their `email_verified` claim.
-    func emailVerified(_ reader: ClaimsReader) throws(VerificationError) -> Bool {
-        guard policy.kind == .microsoft || policy.kind == .microsoftExternalID else { return try reader.emailVerified() }
-        guard let email = try reader.string(.email), !email.isEmpty else { return false }
+    /// Whether the verdict's email can be trusted: never without an `email` (a verdict saying `"email": null,
+    /// "email_verified": true` would vouch for nothing). Microsoft sends no trustworthy `email_verified` ("nOAuth": a
+    /// tenant can put any unverified email in its tokens): only `xms_edov` (email domain owner verified) counts.
+    /// Other providers: their `email_verified` claim, checked for its type even when there is no `email`.
+    func emailVerified(_ reader: ClaimsReader, email: String?) throws(VerificationError) -> Bool {
+        guard policy.kind == .microsoft || policy.kind == .microsoftExternalID else {
+            let claimed = try reader.emailVerified()
+            guard let email, !email.isEmpty else { return false }
+            return claimed
+        }
+        guard let email, !email.isEmpty else { return false }
         switch reader.value(.xmsEdov) {
         case .bool(true)?, .string("1")?, .string("true")?: return true
         default: return false

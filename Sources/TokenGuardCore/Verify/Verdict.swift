@@ -136,14 +136,34 @@ public struct Verdict: Sendable, Equatable {
     /// the claims written from the payload without building their tree.
     public var jsonBytes: [UInt8] {
         fields.json {
-            // The members before `claims` (one list, ``head``), then the claims from the payload's bytes.
+            // The members of ``head`` written one by one, without the list (whose strings would each be retained
+            // and released), then the claims from the payload's bytes. `json` gives the same bytes (a test checks).
             var out: [UInt8] = []
             out.reserveCapacity(fields.claims.span.count + 512)
-            for (name, value) in head {
-                out.append(UInt8(ascii: out.isEmpty ? "{" : ","))
-                JSONWriter.writeString(name, into: &out)
+            func string(_ literal: StaticString, _ value: String?) {
+                out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+                if let value { JSONWriter.writeString(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
+            }
+            func integer(_ literal: StaticString, _ value: Int64?) {
+                out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+                if let value { JSONWriter.writeInteger(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
+            }
+            string(#"{"valid":true,"provider":"#, provider)
+            string(#","subject":"#, subject)
+            string(#","user_id":"#, userID)
+            string(#","issuer":"#, issuer)
+            string(#","audience":"#, audience)
+            integer(#","expires_at":"#, expiresAt)
+            integer(#","issued_at":"#, issuedAt)
+            string(#","key_id":"#, keyID)
+            string(#","email":"#, email)
+            out.append(contentsOf: (emailVerified ? #","email_verified":true"# : #","email_verified":false"#).utf8)
+            string(#","tenant_id":"#, tenantID)
+            for member in extra.members {
+                out.append(UInt8(ascii: ","))
+                JSONWriter.writeString(member.name, into: &out)
                 out.append(UInt8(ascii: ":"))
-                JSONWriter.write(value, into: &out)
+                JSONWriter.write(member.value, into: &out)
             }
             out.append(contentsOf: #","claims":"#.utf8)
             fields.claims.writeCanonical(into: &out)
@@ -155,8 +175,8 @@ public struct Verdict: Sendable, Equatable {
     /// The verdict as the contract's JSON object.
     public var json: JSONObject { JSONObject(head + [("claims", .object(claims))]) }
 
-    /// Every member before `claims`, in the contract's order (one allocation: the list is written for every fresh
-    /// verdict's JSON).
+    /// Every member before `claims`, in the contract's order (``jsonBytes`` writes the same members in the same
+    /// order without this list).
     private var head: [(String, JSONValue)] {
         func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
         var members: [(String, JSONValue)] = []
@@ -179,13 +199,14 @@ public struct Verdict: Sendable, Equatable {
 }
 
 extension VerificationError {
-    /// The contract's rejected-token JSON: `{"valid": false, "provider": ..., "error": {"code", "message"}}`.
+    /// The contract's rejected-token JSON: `{"valid": false, "provider": ..., "error": {"code", "message"}}`. An
+    /// answer that cannot decide now (``ErrorCode/isRetryable``) has no `valid` member, in a batch result as in the
+    /// single endpoint's 503 body: an outage must not read as a rejected token.
     public func json(provider: String?) -> JSONObject {
-        JSONObject([
-            ("valid", .bool(false)),
-            ("provider", provider.map(JSONValue.string) ?? .null),
-            ("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))]))),
-        ])
+        let error = JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])
+        let provider = provider.map(JSONValue.string) ?? .null
+        if code.isRetryable { return JSONObject([("provider", provider), ("error", .object(error))]) }
+        return JSONObject([("valid", .bool(false)), ("provider", provider), ("error", .object(error))])
     }
 }
 

@@ -101,6 +101,7 @@ package final class JWKSKeySource: KeySource {
         enum Decision {
             case join(Task<Result<KeySet, VerificationError>, Never>)
             case answerFromKeysInHand
+            case keysInHand(KeySet)
             case unavailable(VerificationError)
         }
         let decision: Decision = state.withLock { state in
@@ -110,6 +111,11 @@ package final class JWKSKeySource: KeySource {
                 // IdP every unknown kid would wait the full outbound timeout.
                 if usable && state.failures > 0 { return suppressed(state, now: now) }
                 return .join(inflight)
+            }
+            if usable, let keys = state.keys, let keyID, keys.contains(keyID: keyID) {
+                // The caller missed against older keys (before the first fetch, or a rotation) and the key is in hand
+                // now: answer from it rather than fetch again (at cold start, 1,000 callers share one fetch).
+                return .keysInHand(keys)
             }
             if usable {
                 // Unknown kid with good keys in hand: one refetch per cooldown.
@@ -129,6 +135,7 @@ package final class JWKSKeySource: KeySource {
         switch decision {
         case .join(let task): return await task.value
         case .answerFromKeysInHand: return nil
+        case .keysInHand(let keys): return .success(keys)
         case .unavailable(let error): return .failure(error)
         }
 

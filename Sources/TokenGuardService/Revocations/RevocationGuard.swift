@@ -65,6 +65,8 @@ package final class RevocationGuard: Sendable {
                 $0.lastError = nil
             }
         } catch {
+            // A refresh stopped because its task was cancelled (the run is ending) is no failure to read.
+            if error is CancellationError || Task.isCancelled { return }
             let first = state.withLock { state -> Bool in
                 defer { state.lastError = "\(error)" }
                 return state.lastError == nil

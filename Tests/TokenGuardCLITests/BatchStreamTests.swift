@@ -1,0 +1,247 @@
+import Foundation
+import Testing
+import TokenGuardCore
+import TokenGuardTestSupport
+
+/// `tokenguard batch` as a stream filter: answers come while the producer is still writing, and an output or input
+/// that fails is an error with exit status 2, never a crash.
+struct BatchStreamTests {
+    let now = Verifiers.now
+    let nonce = "stream-raw-nonce"
+
+    func workspace() throws -> (TempWorkspace, String, TestKey) {
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        let config = try workspace.write(
+            "tokenguard.yaml", "providers:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
+        return (workspace, config, key)
+    }
+
+    /// Reads one line from `fd`, waiting at most `seconds`; nil when none came.
+    func readLine(_ fd: Int32, buffered: inout [UInt8], seconds: Double) -> String? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            if let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
+                defer { buffered.removeSubrange(...newline) }
+                return String(decoding: buffered[..<newline], as: UTF8.self)
+            }
+            let left = Int32(deadline.timeIntervalSinceNow * 1000)
+            guard left > 0 else { return nil }
+            var wanted = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&wanted, 1, left) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard count > 0 else { return nil }
+            buffered += chunk[..<count]
+        }
+    }
+
+    /// `tokenguard batch -` as a coprocess: pipes on its standard input and output, standard error to `errors` (a
+    /// file: a pipe nobody reads while it runs could fill and stall it).
+    func startStreaming(config: String, errors: String) throws -> (Process, input: Pipe, output: Pipe) {
+        let process = Process()
+        process.executableURL = try BinaryRunner.executable()
+        process.arguments = ["batch", "--config", config, "--at", String(now), "-"]
+        var environment = ProcessInfo.processInfo.environment
+        BinaryRunner.applyChildSanitizerOptions(&environment)
+        process.environment = environment
+        let (input, output) = (Pipe(), Pipe())
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        try process.run()
+        return (process, input, output)
+    }
+
+    @Test("a producer that waits for each answer gets it: lines are answered while standard input stays open")
+    func answersWhileTheInputIsOpen() throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let errors = try workspace.write("stderr", "")
+        let (process, input, output) = try startStreaming(config: config, errors: errors)
+        defer { if process.isRunning { process.terminate() } }
+        let fd = output.fileHandleForReading.fileDescriptor
+        var buffered: [UInt8] = []
+        // One line at a time, each answered before the next is written: a run that held answers until a chunk
+        // filled, or until the next chunk was read, would time out here.
+        for (index, nonceSent) in [nonce, "wrong", nonce].enumerated() {
+            let line = "{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonceSent)\"}\n"
+            input.fileHandleForWriting.write(Data(line.utf8))
+            let answer = try #require(readLine(fd, buffered: &buffered, seconds: 20), "no answer to line \(index) while the input is open")
+            let verdict = try JSONParser.parseObject(Array(answer.utf8))
+            #expect(verdict["id"] == .integer(Int64(index)))
+            #expect(verdict["valid"] == .bool(nonceSent == nonce), "\(answer)")
+        }
+        try input.fileHandleForWriting.close()
+        #expect(readLine(fd, buffered: &buffered, seconds: 20) == nil, "no more answers than lines")
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        let summary = try String(contentsOfFile: errors, encoding: .utf8)
+        #expect(summary.contains("3 lines, 2 valid"), "\(summary)")
+    }
+
+    /// Runs `tokenguard ARGS` through the shell with `redirect` applied (`>&-`: standard output closed).
+    func runRedirected(_ arguments: [String], redirect: String) throws -> (exited: Bool, status: Int32, stderr: String) {
+        let workspace = try TempWorkspace()
+        let errors = try workspace.write("stderr", "")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // The shell's own standard error is the file; the redirect applies to tokenguard alone.
+        process.arguments = ["-c", "exec \"$0\" \"$@\" \(redirect)", try BinaryRunner.executable().path] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        BinaryRunner.applyChildSanitizerOptions(&environment)
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        try process.run()
+        process.waitUntilExit()
+        return (process.terminationReason == .exit, process.terminationStatus, try String(contentsOfFile: errors, encoding: .utf8))
+    }
+
+    @Test("a closed or full standard output is an error (exit 2), not a crash; a closed standard error is no crash either")
+    func closedStreams() throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let log = try workspace.write("log.ndjson", "{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\"}\n")
+        let closedOutput = try runRedirected(["batch", "--config", config, "--at", String(now), log], redirect: ">&-")
+        #expect(closedOutput.exited && closedOutput.status == 2, "status \(closedOutput.status): \(closedOutput.stderr)")
+        #expect(closedOutput.stderr.contains("standard output is closed"), "\(closedOutput.stderr)")
+        let fullOutput = try runRedirected(["batch", "--config", config, "--at", String(now), log], redirect: ">/dev/full")
+        #expect(fullOutput.exited && fullOutput.status == 2, "status \(fullOutput.status): \(fullOutput.stderr)")
+        #expect(fullOutput.stderr.contains("write failed: No space left on device"), "\(fullOutput.stderr)")
+        // One-shot commands too: an answer to a closed standard output is refused, not thrown away; `revoke` refuses
+        // before it changes the store.
+        let mint = try runRedirected(
+            ["mint", "--provider", "apple", "--state-dir", workspace.url.appendingPathComponent("idp").path], redirect: ">&-")
+        #expect(mint.exited && mint.status == 2 && mint.stderr.contains("standard output is closed"), "\(mint.status): \(mint.stderr)")
+        let verify = try runRedirected(
+            ["verify", "--config", config, "--at", String(now), "--provider", "apple", "--token", token, "--nonce", nonce], redirect: ">&-")
+        #expect(verify.exited && verify.status == 2 && verify.stderr.contains("standard output is closed"), "\(verify.status): \(verify.stderr)")
+        // Every message goes to standard error; with it closed, a usage error still exits 2.
+        let closedErrors = try runRedirected(
+            ["verify", "--config", "/nonexistent/tokenguard.yaml", "--provider", "apple", "--token", "a.b.c"], redirect: "2>&-")
+        #expect(closedErrors.exited && closedErrors.status == 2, "status \(closedErrors.status)")
+    }
+
+    @Test("an input that cannot be read is an error (exit 2) after the lines read before it are answered")
+    func unreadableInput() throws {
+        let (workspace, config, _) = try workspace()
+        let run = try BinaryRunner.run(["batch", "--config", config, workspace.url.path])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("read failed"), "\(run.stderr)")
+    }
+
+    @Test("a non-blocking standard input is waited on, not an error: lines written after a pause are answered")
+    func nonBlockingInput() throws {
+        let (workspace, config, _) = try workspace()
+        let errors = try workspace.write("stderr", "")
+        let output = try workspace.write("stdout", "")
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        // No child another test spawns may keep the write end open (its end of input would never come).
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        _ = fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK)
+        let process = Process()
+        process.executableURL = try BinaryRunner.executable()
+        process.arguments = ["batch", "--config", config, "-"]
+        var environment = ProcessInfo.processInfo.environment
+        BinaryRunner.applyChildSanitizerOptions(&environment)
+        process.environment = environment
+        process.standardInput = FileHandle(fileDescriptor: ends[0], closeOnDealloc: false)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        try process.run()
+        close(ends[0])
+        let lines = (0..<1500).map { "{\"id\":\($0),\"provider\":\"apple\",\"token\":\"a.b.c\"}\n" }.joined()
+        let first = Array(lines.utf8.prefix(40_000))
+        let rest = Array(lines.utf8.dropFirst(40_000))
+        _ = first.withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) }
+        usleep(300_000)
+        var offset = 0
+        while offset < rest.count {
+            let written = rest[offset...].withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) }
+            try #require(written > 0)
+            offset += written
+        }
+        close(ends[1])
+        process.waitUntilExit()
+        let stderr = try String(contentsOfFile: errors, encoding: .utf8)
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(stderr)")
+        let verdicts = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n")
+        #expect(verdicts.count == 1500)
+        #expect(stderr.contains("1500 lines"), "\(stderr)")
+    }
+
+    @Test("a producer that never pauses still gets answers: a chunk is cut once its first line has waited 50 ms")
+    func steadyProducer() throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let (process, input, output) = try startStreaming(config: config, errors: try workspace.write("stderr", ""))
+        defer { if process.isRunning { process.terminate() } }
+        let fd = output.fileHandleForReading.fileDescriptor
+        // A line every 2 ms (never a 10 ms pause) for at most 800 lines: a run that cut chunks only on a pause would
+        // answer nothing before the chunk filled at 1,024 lines.
+        var firstAnswerAfter: Int?
+        var buffered: [UInt8] = []
+        for index in 0..<800 {
+            let line = "{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}\n"
+            input.fileHandleForWriting.write(Data(line.utf8))
+            if readLine(fd, buffered: &buffered, seconds: 0.002) != nil {
+                firstAnswerAfter = index
+                break
+            }
+        }
+        #expect(firstAnswerAfter != nil, "no answer while 800 lines arrived steadily")
+        try input.fileHandleForWriting.close()
+        // Read the rest: a slow run (sanitizers) may owe more answers than the pipe holds, and would wait on us.
+        var rest = 0
+        while rest <= 800, readLine(fd, buffered: &buffered, seconds: 60) != nil { rest += 1 }
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+    }
+
+    @Test(
+        "a pipe whose reader has gone is a write error, not SIGPIPE: an answer that cannot be written is exit 2, a diagnostic that cannot is dropped")
+    func vanishedReaders() throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let log = try workspace.write("log.ndjson", "{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\"}\n")
+        let errors = try workspace.write("stderr", "")
+        func run(_ arguments: [String], closedPipeOn stream: Int32) throws -> Process {
+            var ends: [Int32] = [0, 0]
+            try #require(pipe(&ends) == 0)
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            close(ends[0])  // the reader is gone before the first write
+            defer { close(ends[1]) }
+            let process = Process()
+            process.executableURL = try BinaryRunner.executable()
+            process.arguments = arguments
+            var environment = ProcessInfo.processInfo.environment
+            BinaryRunner.applyChildSanitizerOptions(&environment)
+            process.environment = environment
+            let dead = FileHandle(fileDescriptor: ends[1], closeOnDealloc: false)
+            process.standardOutput = stream == STDOUT_FILENO ? dead : FileHandle.nullDevice
+            process.standardError = stream == STDERR_FILENO ? dead : try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+            try process.run()
+            process.waitUntilExit()
+            return process
+        }
+        let batch = try run(["batch", "--config", config, "--at", String(now), log], closedPipeOn: STDOUT_FILENO)
+        #expect(batch.terminationReason == .exit && batch.terminationStatus == 2, "status \(batch.terminationStatus)")
+        #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
+        // A one-shot command's answer is no more lost silently than batch's: exit 2, saying why.
+        let verify = try run(
+            ["verify", "--config", config, "--at", String(now), "--provider", "apple", "--token", token], closedPipeOn: STDOUT_FILENO)
+        #expect(verify.terminationReason == .exit && verify.terminationStatus == 2, "status \(verify.terminationStatus)")
+        #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
+        let inspect = try run(["inspect", token], closedPipeOn: STDOUT_FILENO)
+        #expect(inspect.terminationReason == .exit && inspect.terminationStatus == 2, "status \(inspect.terminationStatus)")
+        let usage = try run(
+            ["verify", "--config", "/nonexistent/tokenguard.yaml", "--provider", "apple", "--token", "a.b.c"], closedPipeOn: STDERR_FILENO)
+        #expect(usage.terminationReason == .exit && usage.terminationStatus == 2, "status \(usage.terminationStatus)")
+        let answered = try run(["batch", "--config", config, "--at", String(now), log], closedPipeOn: STDERR_FILENO)
+        #expect(answered.terminationReason == .exit && answered.terminationStatus == 0, "the summary's failed write keeps exit 0")
+    }
+}
