@@ -14,20 +14,22 @@ import TokenGuardService
 ///   - prometheus: the registry `/metrics` renders (the one bootstrapped into swift-metrics).
 ///   - extraServices: more services to run in the same group (an embedded dev IdP).
 ///   - drain: the stop-signal watcher whose state `/readyz` reports (`serve` runs it beside the application).
+///   - keyRefreshStartsAfter: holds back the first key fetches until it opens (the demo's embedded IdP listening).
 package func buildApplication(
     registry: VerifierRegistry, kinds: [String: ProviderKind], host: String, port: Int, settings: ServerLimits = ServerLimits(),
     prometheus: PrometheusCollectorRegistry?, logger: Logger, extraServices: [any Service] = [], drain: ShutdownDrain? = nil,
-    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    keyRefreshStartsAfter: StartGate? = nil, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let router = Router(context: TokenGuardRequestContext.self)
     router.middlewares.add(RequestLogMiddleware())
     if let callerKeys = settings.callerKeys { router.middlewares.add(CallerKeyMiddleware(keys: callerKeys)) }
     router.middlewares.add(ForwardAuthMiddleware(registry: registry, settings: settings))
     router.middlewares.add(
-        MethodNotAllowedMiddleware(allowed: [
-            "/v1/verify": [.post], "/v1/verify/batch": [.post], "/v1/providers": [.get, .head], "/healthz": [.get, .head],
-            "/readyz": [.get, .head], "/metrics": [.get, .head], "/v1/revocations": [.get, .head, .post, .delete],
-        ]))
+        MethodNotAllowedMiddleware(
+            allowed: [
+                "/v1/verify": [.post], "/v1/verify/batch": [.post], "/v1/providers": [.get, .head], "/healthz": [.get, .head],
+                "/readyz": [.get, .head], "/metrics": [.get, .head], "/v1/revocations": [.get, .head, .post, .delete],
+            ], allowedOneSegmentBelow: ["/v1/notifications/": [.post]]))
     VerifyRoutes(registry: registry, settings: settings).register(on: router)
     StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings, drain: drain).register(on: router)
     RevocationRoutes(registry: registry, settings: settings, kinds: kinds, logger: logger).register(on: router)
@@ -39,7 +41,8 @@ package func buildApplication(
         logger: logger)
     application.addServices(
         KeyRefreshService(
-            sources: registry.fetchingSources, revocations: registry.revocations, tenantResolvers: Array(registry.tenantResolvers.values)))
+            sources: registry.fetchingSources, revocations: registry.revocations, tenantResolvers: Array(registry.tenantResolvers.values),
+            startsAfter: keyRefreshStartsAfter))
     application.addServices(extraServices)
     return application
 }

@@ -8,11 +8,17 @@ package struct KeyRefreshService: Service {
     let sources: [JWKSKeySource]
     let revocations: RevocationGuard?
     let tenantResolvers: [TenantNameResolver]
+    let startsAfter: StartGate?
 
-    package init(sources: [JWKSKeySource], revocations: RevocationGuard? = nil, tenantResolvers: [TenantNameResolver] = []) {
+    /// - Parameter startsAfter: opened when what the first fetches need is up (the demo's embedded IdP listening); a
+    ///   fetch before that would fail and log a warning about an outage that is not one.
+    package init(
+        sources: [JWKSKeySource], revocations: RevocationGuard? = nil, tenantResolvers: [TenantNameResolver] = [], startsAfter: StartGate? = nil
+    ) {
         self.sources = sources
         self.revocations = revocations
         self.tenantResolvers = tenantResolvers
+        self.startsAfter = startsAfter
     }
 
     package func run() async throws {
@@ -23,6 +29,7 @@ package struct KeyRefreshService: Service {
             return
         }
         await cancelWhenGracefulShutdown {
+            await startsAfter?.wait()
             await withTaskGroup(of: Void.self) { group in
                 for source in sources { group.addTask { await source.runRefreshLoop() } }
                 if let revocations { group.addTask { await revocations.runRefreshLoop() } }
@@ -30,4 +37,18 @@ package struct KeyRefreshService: Service {
             }
         }
     }
+}
+
+/// A one-way gate: ``wait()`` returns once ``open()`` has been called (at once after that), or when the waiting task is
+/// cancelled.
+package final class StartGate: Sendable {
+    private let stream: AsyncStream<Never>
+    private let continuation: AsyncStream<Never>.Continuation
+
+    package init() { (stream, continuation) = AsyncStream.makeStream(of: Never.self) }
+
+    package func open() { continuation.finish() }
+
+    /// For one waiter.
+    package func wait() async { for await _ in stream {} }
 }

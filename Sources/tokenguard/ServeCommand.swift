@@ -62,10 +62,16 @@ struct ServeCommand: AsyncParsableCommand {
         var extraServices: [any Service] = []
         var demoMinter: DevTokenMinter? = nil
         var demoIdPPort = 0
+        var demoIdPListening: StartGate? = nil
         if demo {
             let minter = try DevTokenMinter(key: try .init(generating: .rsa(bits: 2048)))
             let port = try LoopbackPort.pick()
-            extraServices.append(try DevIdPServer.build(minter: minter, host: "127.0.0.1", port: port, logger: Logger(label: "tokenguard.dev-idp")))
+            let listening = StartGate()
+            extraServices.append(
+                try DevIdPServer.build(
+                    minter: minter, host: "127.0.0.1", port: port, logger: Logger(label: "tokenguard.dev-idp"),
+                    onServerRunning: { _ in listening.open() }))
+            demoIdPListening = listening
             configuration.providers = DemoConfiguration.providers(jwksURL: "http://127.0.0.1:\(port)/jwks")
             configuration.keyArchive = ""  // no archive for the demo
             demoMinter = minter
@@ -92,7 +98,7 @@ struct ServeCommand: AsyncParsableCommand {
         let drain = ShutdownDrain(graceSeconds: configuration.server.shutdownGraceSeconds, logger: logger)
         let app = buildApplication(
             registry: registry, kinds: kinds, host: host, port: port, settings: configuration.server, prometheus: prometheus, logger: logger,
-            extraServices: extraServices, drain: drain,
+            extraServices: extraServices, drain: drain, keyRefreshStartsAfter: demoIdPListening,
             onServerRunning: { boundPort in
                 logger.notice("tokenguard \(TokenGuardVersion.string) listening on \(host):\(boundPort)")
                 if let minter { DemoConfiguration.printTryIt(minter: minter, host: host, port: boundPort, idpPort: idpPort) }

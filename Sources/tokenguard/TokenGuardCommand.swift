@@ -39,7 +39,14 @@ struct TokenGuardCommand: AsyncParsableCommand {
             _exit(exitCode.rawValue)
         } catch {
             let code = exitCode(for: error)
-            if code == .success { exit(withError: error) }  // --help, --version
+            if code == .success {  // --help, --version: an answer like any other, and checked like one
+                do {
+                    try Stdout.answer(fullMessage(for: error))
+                } catch {
+                    Foundation.exit(ExitCodes.usage.rawValue)
+                }
+                Foundation.exit(0)
+            }
             Stderr.write(fullMessage(for: error) + "\n")
             Foundation.exit(ExitCodes.usage.rawValue)
         }

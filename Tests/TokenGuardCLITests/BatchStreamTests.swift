@@ -119,6 +119,17 @@ struct BatchStreamTests {
         let verify = try runRedirected(
             ["verify", "--config", config, "--at", String(now), "--provider", "apple", "--token", token, "--nonce", nonce], redirect: ">&-")
         #expect(verify.exited && verify.status == 2 && verify.stderr.contains("standard output is closed"), "\(verify.status): \(verify.stderr)")
+        // Help and the version are answers too: checked, and the right text when they can be written.
+        for arguments in [["--version"], ["--help"], ["serve", "--help"]] {
+            let lost = try runRedirected(arguments, redirect: ">/dev/full")
+            #expect(lost.exited && lost.status == 2 && lost.stderr.contains("write failed"), "\(arguments) \(lost.status): \(lost.stderr)")
+            let answer = try workspace.write("answer", "")
+            let written = try runRedirected(arguments, redirect: ">\(answer)")
+            #expect(written.exited && written.status == 0, "\(arguments) \(written.status): \(written.stderr)")
+            let text = try String(contentsOfFile: answer, encoding: .utf8)
+            let expected = arguments == ["--version"] ? "0." : arguments.count == 2 ? "USAGE: tokenguard serve" : "SUBCOMMANDS"
+            #expect(text.contains(expected), "\(arguments): \(text.prefix(300))")
+        }
         // Every message goes to standard error; with it closed, a usage error still exits 2.
         let closedErrors = try runRedirected(
             ["verify", "--config", "/nonexistent/tokenguard.yaml", "--provider", "apple", "--token", "a.b.c"], redirect: "2>&-")

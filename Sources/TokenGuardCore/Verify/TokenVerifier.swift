@@ -123,8 +123,12 @@ public struct TokenVerifier: Sendable {
             }
             return (verify(token: token, nonce: nonce, at: now, historical: historical), nil)
         }
+        let keysBefore = historical ? nil : try? keySource.currentKeys().get()
         let first = attempt()
-        guard case .failure(let error) = first.0, error.code == .unknownKey || error.code == .keysUnavailable else { return first }
+        // `keys_unavailable` with keys in hand is a tenant name not resolved yet: new keys would not change it.
+        guard case .failure(let error) = first.0, error.code == .unknownKey || (error.code == .keysUnavailable && keysBefore == nil) else {
+            return first
+        }
         let keyID: String?
         do {
             try checkBytes(token)
@@ -132,6 +136,9 @@ public struct TokenVerifier: Sendable {
         } catch {
             return first
         }
+        // Keys that arrived while the first attempt ran (at a cold start, a fetch completing just then) are tried
+        // before another fetch is asked for, with or without a kid. A miss checked no signature, so this is still one.
+        if !historical, let keysNow = try? keySource.currentKeys().get(), keysNow !== keysBefore { return attempt() }
         switch await keySource.keysAfterMiss(keyID: keyID) {
         case nil: return first
         // The refetch failed: an unknown kid during an outage cannot be judged a forgery.

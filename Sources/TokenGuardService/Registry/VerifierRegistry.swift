@@ -312,7 +312,13 @@ package struct VerifierRegistry: Sendable {
         guard let result = verifyWithKeysInHand(provider: provider, token: token, nonce: nonce, at: nil, claimReplay: claimReplay) else {
             return nil
         }
-        if case .failure(let error) = result, error.code == .unknownKey || error.code == .keysUnavailable { return nil }
+        guard case .failure(let error) = result else { return result }
+        if error.code == .unknownKey { return nil }
+        if error.code == .keysUnavailable {
+            // With keys in hand this is a Microsoft tenant name not resolved yet: waiting would not change the answer.
+            let keysInHand = (try? verifier(named: provider)?.keySource.currentKeys().get()) != nil
+            return keysInHand ? result : nil
+        }
         return result
     }
 
