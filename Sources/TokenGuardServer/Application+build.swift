@@ -20,16 +20,17 @@ package func buildApplication(
     prometheus: PrometheusCollectorRegistry?, logger: Logger, extraServices: [any Service] = [], drain: ShutdownDrain? = nil,
     keyRefreshStartsAfter: StartGate? = nil, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
-    let router = Router(context: TokenGuardRequestContext.self)
+    // HEAD wherever GET is served: the GET answer's status and headers without its body.
+    let router = Router(context: TokenGuardRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.middlewares.add(RequestLogMiddleware())
     if let callerKeys = settings.callerKeys { router.middlewares.add(CallerKeyMiddleware(keys: callerKeys)) }
     router.middlewares.add(ForwardAuthMiddleware(registry: registry, settings: settings))
     router.middlewares.add(
         MethodNotAllowedMiddleware(
             allowed: [
-                "/v1/verify": [.post], "/v1/verify/batch": [.post], "/v1/providers": [.get, .head], "/healthz": [.get, .head],
-                "/readyz": [.get, .head], "/metrics": [.get, .head], "/v1/revocations": [.get, .head, .post, .delete],
-            ], allowedOneSegmentBelow: ["/v1/notifications/": [.post]]))
+                ("/v1/verify", [.post]), ("/v1/verify/batch", [.post]), ("/v1/providers", [.get, .head]), ("/healthz", [.get, .head]),
+                ("/readyz", [.get, .head]), ("/metrics", [.get, .head]), ("/v1/revocations", [.get, .head, .post, .delete]),
+            ], allowedOneSegmentBelow: [("/v1/notifications/", [.post])]))
     VerifyRoutes(registry: registry, settings: settings).register(on: router)
     StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings, drain: drain).register(on: router)
     RevocationRoutes(registry: registry, settings: settings, kinds: kinds, logger: logger).register(on: router)

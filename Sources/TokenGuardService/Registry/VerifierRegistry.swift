@@ -309,17 +309,23 @@ package struct VerifierRegistry: Sendable {
     /// the keys in hand — exactly as ``verify(provider:token:nonce:at:explain:claimReplay:)`` would give it; nil when
     /// that path must wait (a replay claim, an unknown `kid` or missing keys to fetch, an opaque or Facebook provider).
     package func verifyWithoutWaiting(provider: String, token: String, nonce: String?, claimReplay: Bool) -> VerificationResult? {
+        // Only for a provider with tenant names to resolve: whether its keys were in hand *before* the verification
+        // tells a tenant name not resolved yet (keys in hand: waiting changes nothing, the 503 stands) from keys not
+        // fetched yet (the waiting path fetches them). Read after, keys that arrived meanwhile would be mistaken for
+        // the first case.
+        var keysWereInHand = false
+        if !tenantResolvers.isEmpty, let verifier = verifier(named: provider), verifier.policy.tenantDirectory != nil {
+            keysWereInHand = (try? verifier.keySource.currentKeys().get()) != nil
+        }
         guard let result = verifyWithKeysInHand(provider: provider, token: token, nonce: nonce, at: nil, claimReplay: claimReplay) else {
             return nil
         }
         guard case .failure(let error) = result else { return result }
-        if error.code == .unknownKey { return nil }
-        if error.code == .keysUnavailable {
-            // With keys in hand this is a Microsoft tenant name not resolved yet: waiting would not change the answer.
-            let keysInHand = (try? verifier(named: provider)?.keySource.currentKeys().get()) != nil
-            return keysInHand ? result : nil
+        switch error.code {
+        case .unknownKey: return nil
+        case .keysUnavailable: return keysWereInHand ? result : nil
+        default: return result
         }
-        return result
     }
 
     /// Fetches every fetching provider's keys once, concurrently (before a batch, or at service start).
