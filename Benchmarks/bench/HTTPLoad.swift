@@ -10,8 +10,8 @@ import TokenGuardTestSupport
 /// The real server (a child process) on 127.0.0.1 under load, the way a backend sees it: `wrk` (Debian) as the
 /// generator where it is installed — maximum throughput with 16 connections, and one connection at a time — with the
 /// server and wrk pinned to different cores when there are two or more; then latency percentiles at fractions of
-/// the maximum from the bench's own open-loop libcurl client (no coordinated omission). Without wrk the libcurl
-/// client measures the maximum too, and the report says so.
+/// that maximum from the bench's own open-loop generator (`OpenLoop`, no coordinated omission), pinned as wrk is.
+/// Without wrk the bench's libcurl client measures the maximum, and the report says so.
 enum HTTPLoad {
     struct Result {
         var label: String
@@ -135,9 +135,6 @@ enum HTTPLoad {
         guard (try? await client.send(request))?.status == 200 else { throw RunnerError("the bench server does not answer 200 to \(scenario.label)") }
 
         var result = Result(label: scenario.label, maximumPerSecond: 0, generator: "libcurl", oneConnection: nil, latency: [], failures: 0)
-        // The open-loop client's own maximum paces the latency runs (it cannot push what wrk can).
-        let curlMaximum = await closedLoop(client: client, request: request, connections: connections, seconds: seconds)
-        result.maximumPerSecond = curlMaximum
         if let wrk {
             let script = try workspace.write("request.lua", wrkScript(request))
             let many = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: seconds)
@@ -146,15 +143,55 @@ enum HTTPLoad {
             result.generator = taskset == nil ? "wrk" : "wrk (server on core 0, wrk on core 1)"
             result.oneConnection = (one.p50, one.p99)
             result.failures = many.failures + one.failures
+        } else {
+            result.maximumPerSecond = await closedLoop(client: client, request: request, connections: connections, seconds: seconds)
         }
+        // Latency at fractions of the maximum, from the open-loop generator on the generator's core.
+        let requestFile = try workspace.write("request.http", String(decoding: wireBytes(request, port: port), as: UTF8.self))
         for fraction in [0.25, 0.5, 0.9] {
-            let (achieved, samples) = await paced(
-                client: client, request: request, connections: connections, rate: curlMaximum * fraction, seconds: seconds)
-            let sorted = samples.sorted()
-            result.latency.append(
-                (fraction, achieved, Measure.percentile(sorted, 0.5), Measure.percentile(sorted, 0.99), Measure.percentile(sorted, 0.999)))
+            let run = try openLoop(
+                port: port, requestFile: requestFile, rate: result.maximumPerSecond * fraction, seconds: seconds, connections: connections)
+            result.latency.append((fraction, run.achieved, run.p50, run.p99, run.p999))
+            result.failures += run.failures
         }
         return result
+    }
+
+    /// `request` as HTTP/1.1 bytes on a keep-alive connection to 127.0.0.1:`port`.
+    static func wireBytes(_ request: HTTPRequest, port: Int) -> [UInt8] {
+        let path = String(request.url.dropFirst("http://127.0.0.1:\(port)".count))
+        var head = "\(request.method.rawValue) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+        for (name, value) in request.headers { head += "\(name): \(value)\r\n" }
+        if let body = request.body { head += "Content-Length: \(body.count)\r\n" }
+        return Array((head + "\r\n").utf8) + (request.body ?? [])
+    }
+
+    /// Runs the open-loop generator (`OpenLoop`) as a child, pinned to core 1 when pinning is possible.
+    static func openLoop(port: Int, requestFile: String, rate: Double, seconds: Double, connections: Int) throws -> (
+        achieved: Double, failures: Int, p50: Double, p99: Double, p999: Double
+    ) {
+        let arguments = ["--open-loop-child", String(port), requestFile, String(rate), String(seconds), String(connections)]
+        let process = Process()
+        if let taskset {
+            process.executableURL = URL(fileURLWithPath: taskset)
+            process.arguments = ["-c", "1", Children.executable] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Children.executable)
+            process.arguments = arguments
+        }
+        let output = Pipe()
+        process.standardOutput = output
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let complaint = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard process.terminationStatus == 0, fields.count == 5, let answered = Double(fields[0]), let failures = Int(fields[1]),
+            let p50 = Double(fields[2]), let p99 = Double(fields[3]), let p999 = Double(fields[4])
+        else { throw RunnerError("the open-loop generator failed at \(Int(rate))/s: \(complaint)") }
+        return (answered / seconds, failures, p50, p99, p999)
     }
 
     /// A wrk Lua script sending `request` (method, headers, body).
@@ -225,34 +262,5 @@ enum HTTPLoad {
             return sum
         }
         return Double(total) / (Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
-    }
-
-    /// Each connection sends on a fixed schedule so that together they offer `rate` requests per second;
-    /// latency is measured from the scheduled send time, so queueing delay counts (no coordinated omission).
-    static func paced(client: CurlHTTPClient, request: HTTPRequest, connections: Int, rate: Double, seconds: Double) async -> (Double, [Double]) {
-        let interval = Double(connections) / max(rate, 1)
-        let started = DispatchTime.now().uptimeNanoseconds
-        let end = started + UInt64(seconds * 1e9)
-        let samples = await withTaskGroup(of: [Double].self) { group in
-            for connection in 0..<connections {
-                group.addTask {
-                    var mine: [Double] = []
-                    var next = Double(started) + interval * 1e9 * Double(connection) / Double(connections)
-                    while UInt64(next) < end {
-                        let now = Double(DispatchTime.now().uptimeNanoseconds)
-                        if next > now { try? await Task.sleep(nanoseconds: UInt64(next - now)) }
-                        if (try? await client.send(request))?.status == 200 {
-                            mine.append((Double(DispatchTime.now().uptimeNanoseconds) - next) / 1e6)
-                        }
-                        next += interval * 1e9
-                    }
-                    return mine
-                }
-            }
-            var all: [Double] = []
-            for await part in group { all += part }
-            return all
-        }
-        return (Double(samples.count) / seconds, samples)
     }
 }

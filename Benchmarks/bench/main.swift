@@ -158,6 +158,8 @@ do {
         let rest = Array(arguments.drop { $0 != "--jwtkit-serve-child" }.dropFirst(2))
         guard rest.count == 4, let port = Int(rest[3]) else { throw RunnerError("--jwtkit-serve-child PEM KID ISSUER AUDIENCE PORT") }
         try await JWTKitServer.serve(pemPath: pem, keyID: rest[0], issuer: rest[1], audience: rest[2], port: port)
+    } else if arguments.contains("--open-loop-child") {
+        try OpenLoop.child(arguments: Array(arguments.drop { $0 != "--open-loop-child" }.dropFirst()))
     } else if let config = option("--batch-child") {
         try await Children.batch(config: config)
     } else {

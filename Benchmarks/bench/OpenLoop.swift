@@ -1,0 +1,151 @@
+import Dispatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The latency generator, `bench --open-loop-child PORT REQUEST_FILE RATE SECONDS CONNECTIONS`, run in a process of
+/// its own pinned to the core the server does not use, as wrk is. One thread drives keep-alive connections, each
+/// sending on a fixed schedule (wrk2's design). Latency runs from the scheduled send time, so an answer that comes
+/// late delays the next send but not its clock: queueing counts (no coordinated omission).
+///
+/// The libcurl client this replaces handed every request to a worker thread and woke from `Task.sleep` on the
+/// server's core; its own hand-offs and wake-ups were a large part of the tail it reported.
+enum OpenLoop {
+    struct Report {
+        var answered = 0
+        var failures = 0
+        /// Milliseconds, one per answer, sorted.
+        var latencies: [Double] = []
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The monotonic clock (libdispatch's uptime is CLOCK_MONOTONIC on Linux).
+    static func nanoseconds() -> Int64 { Int64(DispatchTime.now().uptimeNanoseconds) }
+
+    /// One keep-alive connection and the answer it is reading.
+    struct Connection {
+        var descriptor: Int32
+        var scheduled: Int64
+        var waiting = false
+        var received: [UInt8] = []
+    }
+
+    static func connect(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw Failure(description: "socket failed: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw Failure(description: "connect to 127.0.0.1:\(port) failed: errno \(errno)")
+        }
+        var one: Int32 = 1
+        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        return descriptor
+    }
+
+    /// The status and total length of the first complete answer in `bytes`, or nil while it is incomplete.
+    /// The servers measured here frame every answer with Content-Length.
+    static func completeAnswer(_ bytes: [UInt8]) throws -> (status: Int, length: Int)? {
+        let end: [UInt8] = Array("\r\n\r\n".utf8)
+        guard bytes.count >= 12, let headerEnd = (0...(bytes.count - 4)).first(where: { bytes[$0..<($0 + 4)].elementsEqual(end) }) else {
+            return nil
+        }
+        let head = String(decoding: bytes[0..<headerEnd], as: UTF8.self)
+        let lines = head.split(separator: "\r\n")
+        let statusParts = lines.first?.split(separator: " ") ?? []
+        guard statusParts.count >= 2, let status = Int(statusParts[1]) else { throw Failure(description: "unreadable status line") }
+        guard
+            let lengthLine = lines.dropFirst().first(where: { $0.lowercased().hasPrefix("content-length:") }),
+            let length = Int(lengthLine.dropFirst("content-length:".count).trimmingPrefix(" "))
+        else { throw Failure(description: "an answer without Content-Length") }
+        let total = headerEnd + 4 + length
+        return bytes.count >= total ? (status, total) : nil
+    }
+
+    static func run(port: Int, request: [UInt8], rate: Double, seconds: Double, connections count: Int) throws -> Report {
+        let interval = Int64(Double(count) / max(rate, 1) * 1e9)
+        let start = nanoseconds() + 10_000_000
+        let end = start + Int64(seconds * 1e9)
+        var connections = try (0..<count).map { index in
+            Connection(descriptor: try connect(port: port), scheduled: start + interval * Int64(index) / Int64(count))
+        }
+        defer { for connection in connections { close(connection.descriptor) } }
+        var report = Report()
+        report.latencies.reserveCapacity(Int(rate * seconds * 1.1) + 16)
+        var polled = [pollfd](repeating: pollfd(), count: count)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let now = nanoseconds()
+            var next = Int64.max
+            var active = false
+            for index in connections.indices {
+                if !connections[index].waiting && connections[index].scheduled < end {
+                    active = true
+                    if connections[index].scheduled <= now {
+                        let sent = request.withUnsafeBytes { write(connections[index].descriptor, $0.baseAddress, $0.count) }
+                        // The request is a few hundred bytes on an idle connection's empty send buffer.
+                        guard sent == request.count else { throw Failure(description: "a request was not sent whole: \(sent)") }
+                        connections[index].waiting = true
+                    } else {
+                        next = min(next, connections[index].scheduled)
+                    }
+                }
+                active = active || connections[index].waiting
+                polled[index] = pollfd(fd: connections[index].descriptor, events: connections[index].waiting ? Int16(POLLIN) : 0, revents: 0)
+            }
+            guard active else { break }
+            // poll's timeout is in milliseconds: sleep whole milliseconds short of the next send, then spin (this
+            // process has its own core), so a late wake-up is not counted as the server's latency.
+            let wait = next == Int64.max ? 100 : Int32(max(0, (next - nanoseconds() - 200_000) / 1_000_000))
+            guard poll(&polled, nfds_t(count), wait) > 0 else { continue }
+            for index in connections.indices where polled[index].revents != 0 {
+                let read = buffer.withUnsafeMutableBytes { Glibc.read(connections[index].descriptor, $0.baseAddress, $0.count) }
+                if read < 0 && (errno == EAGAIN || errno == EINTR) { continue }
+                guard read > 0 else { throw Failure(description: "the server closed a connection") }
+                connections[index].received += buffer[0..<read]
+                guard let answer = try completeAnswer(connections[index].received) else { continue }
+                report.latencies.append(Double(nanoseconds() - connections[index].scheduled) / 1e6)
+                report.answered += 1
+                if !(200..<300).contains(answer.status) { report.failures += 1 }
+                connections[index].received.removeFirst(answer.length)
+                connections[index].waiting = false
+                connections[index].scheduled += interval
+            }
+        }
+        report.latencies.sort()
+        return report
+    }
+
+    /// The child's side: runs the schedule and prints "answered failures p50 p99 p99.9" (milliseconds).
+    static func child(arguments: [String]) throws {
+        guard arguments.count == 5, let port = Int(arguments[0]), let rate = Double(arguments[2]), let seconds = Double(arguments[3]),
+            let connections = Int(arguments[4]), connections > 0
+        else { throw Failure(description: "--open-loop-child PORT REQUEST_FILE RATE SECONDS CONNECTIONS") }
+        guard let file = fopen(arguments[1], "rb") else { throw Failure(description: "cannot read \(arguments[1])") }
+        var request: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            if count == 0 { break }
+            request += chunk[0..<count]
+        }
+        fclose(file)
+        let report = try run(port: port, request: request, rate: rate, seconds: seconds, connections: connections)
+        guard !report.latencies.isEmpty else { throw Failure(description: "no answers") }
+        let sorted = report.latencies
+        print(
+            report.answered, report.failures, Measure.percentile(sorted, 0.5), Measure.percentile(sorted, 0.99),
+            Measure.percentile(sorted, 0.999))
+    }
+}
