@@ -72,6 +72,19 @@ enum HTTPLoad {
         return ["/usr/bin/taskset", "/bin/taskset"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
+    /// A process for `executable`, pinned to `core` (0 for servers, 1 for generators) when pinning is possible.
+    static func pinned(_ executable: String, _ arguments: [String], core: Int) -> Process {
+        let process = Process()
+        if let taskset {
+            process.executableURL = URL(fileURLWithPath: taskset)
+            process.arguments = ["-c", String(core), executable] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+        }
+        return process
+    }
+
     /// Every scenario in turn, each against a fresh server child.
     static func run(fixture: Fixture, seconds: Double, connections: Int = 16) async throws -> [Result] {
         var results: [Result] = []
@@ -102,14 +115,7 @@ enum HTTPLoad {
             let pem = try workspace.write("key.pem", try fixture.key.signingKey.publicKeyPEM())
             arguments = ["--jwtkit-serve-child", pem, fixture.key.keyID, "https://appleid.apple.com", ProviderTokens.appleAudience, String(port)]
         }
-        let child = Process()
-        if let taskset {
-            child.executableURL = URL(fileURLWithPath: taskset)
-            child.arguments = ["-c", "0", Children.executable] + arguments
-        } else {
-            child.executableURL = URL(fileURLWithPath: Children.executable)
-            child.arguments = arguments
-        }
+        let child = pinned(Children.executable, arguments, core: 0)
         child.standardOutput = FileHandle.nullDevice
         child.standardError = FileHandle.nullDevice
         try child.run()
@@ -139,6 +145,7 @@ enum HTTPLoad {
             let script = try workspace.write("request.lua", wrkScript(request))
             let many = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: seconds)
             let one = try runWrk(wrk, url: request.url, script: script, connections: 1, seconds: seconds)
+            guard many.requestsPerSecond > 0 else { throw RunnerError("wrk's report for \(scenario.label) has no request rate") }
             result.maximumPerSecond = many.requestsPerSecond
             result.generator = taskset == nil ? "wrk" : "wrk (server on core 0, wrk on core 1)"
             result.oneConnection = (one.p50, one.p99)
@@ -171,14 +178,7 @@ enum HTTPLoad {
         achieved: Double, failures: Int, p50: Double, p99: Double, p999: Double
     ) {
         let arguments = ["--open-loop-child", String(port), requestFile, String(rate), String(seconds), String(connections)]
-        let process = Process()
-        if let taskset {
-            process.executableURL = URL(fileURLWithPath: taskset)
-            process.arguments = ["-c", "1", Children.executable] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: Children.executable)
-            process.arguments = arguments
-        }
+        let process = pinned(Children.executable, arguments, core: 1)
         let output = Pipe()
         process.standardOutput = output
         let errors = Pipe()
@@ -188,10 +188,10 @@ enum HTTPLoad {
         let complaint = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard process.terminationStatus == 0, fields.count == 5, let answered = Double(fields[0]), let failures = Int(fields[1]),
+        guard process.terminationStatus == 0, fields.count == 5, let achieved = Double(fields[0]), let failures = Int(fields[1]),
             let p50 = Double(fields[2]), let p99 = Double(fields[3]), let p999 = Double(fields[4])
         else { throw RunnerError("the open-loop generator failed at \(Int(rate))/s: \(complaint)") }
-        return (answered / seconds, failures, p50, p99, p999)
+        return (achieved, failures, p50, p99, p999)
     }
 
     /// A wrk Lua script sending `request` (method, headers, body).
@@ -211,16 +211,8 @@ enum HTTPLoad {
 
     /// Runs wrk (pinned to core 1 when pinning is possible) and reads its report.
     static func runWrk(_ wrk: String, url: String, script: String, connections: Int, seconds: Double) throws -> WrkResult {
-        let process = Process()
         let duration = "\(max(1, Int(seconds.rounded())))s"
-        let wrkArguments = ["-t1", "-c\(connections)", "-d\(duration)", "--latency", "-s", script, url]
-        if let taskset {
-            process.executableURL = URL(fileURLWithPath: taskset)
-            process.arguments = ["-c", "1", wrk] + wrkArguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: wrk)
-            process.arguments = wrkArguments
-        }
+        let process = pinned(wrk, ["-t1", "-c\(connections)", "-d\(duration)", "--latency", "-s", script, url], core: 1)
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
