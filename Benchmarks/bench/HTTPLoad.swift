@@ -145,7 +145,9 @@ enum HTTPLoad {
             let script = try workspace.write("request.lua", wrkScript(request))
             let many = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: seconds)
             let one = try runWrk(wrk, url: request.url, script: script, connections: 1, seconds: seconds)
-            guard many.requestsPerSecond > 0 else { throw RunnerError("wrk's report for \(scenario.label) has no request rate") }
+            guard many.requestsPerSecond > 0, many.requestsPerSecond.isFinite else {
+                throw RunnerError("wrk's report for \(scenario.label) has no request rate")
+            }
             result.maximumPerSecond = many.requestsPerSecond
             result.generator = taskset == nil ? "wrk" : "wrk (server on core 0, wrk on core 1)"
             result.oneConnection = (one.p50, one.p99)
@@ -188,9 +190,9 @@ enum HTTPLoad {
         let complaint = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard process.terminationStatus == 0, fields.count == 5, let achieved = Double(fields[0]), let failures = Int(fields[1]),
+        guard process.terminationStatus == 0, fields.count == 5, let achieved = Double(fields[0]), achieved.isFinite, let failures = Int(fields[1]),
             let p50 = Double(fields[2]), let p99 = Double(fields[3]), let p999 = Double(fields[4])
-        else { throw RunnerError("the open-loop generator failed at \(Int(rate))/s: \(complaint)") }
+        else { throw RunnerError("the open-loop generator failed at \(rate)/s: \(complaint)") }
         return (achieved, failures, p50, p99, p999)
     }
 
