@@ -36,10 +36,10 @@ package func buildApplication(
     RevocationRoutes(registry: registry, settings: settings, kinds: kinds, logger: logger).register(on: router)
     var application = Application(
         router: router,
-        server: .http1(configuration: .init(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))),
+        server: .http1OnEventLoops(configuration: .init(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))),
         configuration: .init(address: .hostname(host, port: port), serverName: "tokenguard", reuseAddress: true),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
-        logger: logger)
+        eventLoopGroupProvider: .shared(ServerEventLoops.group), logger: logger)
     application.addServices(
         KeyRefreshService(
             sources: registry.fetchingSources, revocations: registry.revocations, tenantResolvers: Array(registry.tenantResolvers.values),

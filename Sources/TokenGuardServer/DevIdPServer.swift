@@ -49,6 +49,7 @@ package enum DevIdPServer {
         }
         return Application(
             router: router, configuration: .init(address: .hostname(host, port: port), serverName: "tokenguard-dev-idp"),
-            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) }, logger: logger)
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
+            eventLoopGroupProvider: .shared(ServerEventLoops.group), logger: logger)
     }
 }

@@ -27,7 +27,7 @@ struct ServerE2ETests {
         let workspace: TempWorkspace
     }
 
-    func start(failing: Bool = false, delay: Double = 0, extraConfig: String = "") async throws -> Setup {
+    func start(failing: Bool = false, delay: Double = 0, extraConfig: String = "", cpus: String? = nil) async throws -> Setup {
         let key = try SharedTestKeys.rsa()
         let state = IdPState(try SharedTestKeys.jwks([key]))
         state.failing.withLock { $0 = failing }
@@ -49,8 +49,47 @@ struct ServerE2ETests {
               apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
             \(extraConfig)
             """)
-        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        let server = try await ServerProcess(arguments: ["--config", config], cpus: cpus, workspace: workspace)
         return Setup(server: server, idp: idp, state: state, key: key, workspace: workspace)
+    }
+
+    /// The names of process `pid`'s threads.
+    func threadNames(_ pid: Int32) -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/\(pid)/task/\($0)/comm", encoding: .utf8) }
+    }
+
+    @Test("pinned to one CPU: one event-loop thread; a request waiting on its IdP holds up no other connection; batches answer")
+    func pinnedToOneCPU() async throws {
+        let setup = try await start(cpus: "0")
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        // Requests run on their connection's event loop; two loops time-sliced on one core would make a request wait
+        // for the scheduler's tick while its own loop is idle.
+        let loops = threadNames(setup.server.process.processIdentifier).filter { $0.hasPrefix("NIO-ELT") }
+        #expect(loops.count == 1, "\(loops)")
+
+        // A token with a kid the cached keys lack makes its request wait for a refetch from a slow IdP: an await on
+        // the loop, not a block of it, so another connection's requests are answered meanwhile.
+        try await Task.sleep(for: .milliseconds(1100))
+        setup.state.delay.withLock { $0 = 3 }
+        let waiting = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce), keyID: "not-in-the-jwks")
+        let server = setup.server
+        let slow = Task { try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(waiting)\",\"nonce\":\"\(nonce)\"}") }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = Date()
+        let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let valid = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
+        let items = (0..<50).map { _ in "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}" }.joined(separator: ",")
+        let batch = try await setup.server.post("/v1/verify/batch", "{\"items\":[\(items)]}")
+        let waited = Date().timeIntervalSince(started)
+        #expect(valid.status == 200)
+        #expect(batch.status == 200)
+        #expect(try json(batch)["results"]?.arrayValue?.count == 50)
+        #expect(waited < 2, "answered after \(waited) s while another request waited on the IdP")
+        let slowAnswer = try await slow.value
+        #expect(slowAnswer.status == 401)
+        #expect(try json(slowAnswer)["error"]?.objectValue?["code"] == .string("unknown_key"))
     }
 
     func json(_ response: HTTPResponse) throws -> JSONObject { try JSONParser.parseObject(response.body) }

@@ -13,12 +13,22 @@ package final class ServerProcess: @unchecked Sendable {
     package var baseURL: String { "http://127.0.0.1:\(port)" }
     private let client: CurlHTTPClient
 
-    /// Starts `tokenguard serve` with `arguments` after `serve` and waits (bounded) until `/healthz` answers.
-    package init(arguments: [String], environment: [String: String] = [:], workspace: TempWorkspace) async throws {
+    /// Starts `tokenguard serve` with `arguments` after `serve` and waits (bounded) until `/healthz` answers; with
+    /// `cpus` (a `taskset` list such as "0"), the process may run only on those CPUs.
+    package init(arguments: [String], environment: [String: String] = [:], cpus: String? = nil, workspace: TempWorkspace) async throws {
         port = try FreeLoopbackPort.pick()
         process = Process()
-        process.executableURL = try BinaryRunner.executable()
-        process.arguments = ["serve", "--listen", "127.0.0.1:\(port)"] + arguments
+        let serve = ["serve", "--listen", "127.0.0.1:\(port)"] + arguments
+        if let cpus {
+            guard let taskset = ["/usr/bin/taskset", "/bin/taskset"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+                throw RunnerError("taskset (util-linux) is needed to pin a server")
+            }
+            process.executableURL = URL(fileURLWithPath: taskset)
+            process.arguments = ["-c", cpus, try BinaryRunner.executable().path] + serve
+        } else {
+            process.executableURL = try BinaryRunner.executable()
+            process.arguments = serve
+        }
         // Relative defaults (the key archive, the revocation store beside it) land in the test's own workspace,
         // never in a file another test or an earlier run shares.
         process.currentDirectoryURL = workspace.url

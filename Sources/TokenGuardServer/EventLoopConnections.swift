@@ -1,0 +1,75 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Runs each connection's task on its channel's event loop, so that reading a request, answering it and writing the
+/// answer happen on the one thread that does the connection's I/O: no hand-off between threads per request.
+///
+/// Why: with handlers on Swift's cooperative pool, every request crossed threads twice, and on a busy core each
+/// crossing is a wake-up that preempts whatever runs there. An event-loop thread woken by the next request would
+/// interrupt a signature check half way: one server core, full RS256 verification, about one involuntary context
+/// switch per request. A handler's work is bounded (a verification is tens of microseconds; waits are `await`s, and
+/// blocking C calls run on ``ThreadConfinedWorkers``); what may run long or in parallel, a batch's items, leaves
+/// the loop (`VerifyRoutes.verifyItems`).
+struct EventLoopConnections<Inner: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Inner.Value
+    let inner: Inner
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> { inner.setup(channel: channel, logger: logger) }
+
+    func handle(value: Value, logger: Logger) async {
+        await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
+            await inner.handle(value: value, logger: logger)
+        }
+    }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1.1 with each connection's requests handled on its event loop (see ``EventLoopConnections``).
+    static func http1OnEventLoops(configuration: HTTP1Channel.Configuration) -> HTTPServerBuilder {
+        .init { responder in EventLoopConnections(inner: HTTP1Channel(responder: responder, configuration: configuration)) }
+    }
+}
+
+/// A task executor that runs jobs on one NIO event loop.
+final class EventLoopTaskExecutor: TaskExecutor {
+    private let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
+
+/// The servers' event loops: one thread per core this process may run on.
+///
+/// NIO's own count follows cgroup quotas and cpusets but not the affinity mask (`taskset`, a pinned sidecar): two
+/// loops time-sliced on one core make a request that lands on the descheduled loop wait for the scheduler's tick,
+/// milliseconds, while its connection's loop is otherwise idle.
+package enum ServerEventLoops {
+    package static let group = MultiThreadedEventLoopGroup(numberOfThreads: threadCount)
+
+    static var threadCount: Int {
+        let nio = max(1, System.coreCount)
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let allowed = allowedCPUCount(status: status), allowed > 0
+        else { return nio }
+        return min(nio, allowed)
+    }
+
+    /// How many CPUs `Cpus_allowed:` of a `/proc/<pid>/status` text admits (a hex mask in comma-separated groups).
+    static func allowedCPUCount(status: String) -> Int? {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed:") }) else { return nil }
+        var count = 0
+        for character in line.dropFirst("Cpus_allowed:".count) where character != "," && !character.isWhitespace {
+            guard let digit = character.hexDigitValue else { return nil }
+            count += digit.nonzeroBitCount
+        }
+        return count
+    }
+}
