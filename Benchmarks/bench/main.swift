@@ -134,6 +134,11 @@ do {
                 print(String(format: "  index payload %.0f ns", ns { (try? IndexedJSONObject(jws.payload)) != nil }))
                 print(String(format: "  tree payload %.0f ns", ns { (try? JSONParser.parseObject(jws.payload)) != nil }))
                 print(String(format: "  sha256 hex nonce %.0f ns", ns { SHA256.hexDigest(fixture.nonce.utf8).utf8.count == 64 }))
+                let body = Array("{\"provider\":\"apple\",\"token\":\"\(fixture.token)\",\"nonce\":\"\(fixture.nonce)\"}".utf8)
+                print(
+                    String(
+                        format: "  request body (tree, then VerifyRequest) %.0f ns",
+                        ns { (try? VerifyRequest(try VerifyRequest.parseBody(body)))?.token.isEmpty == false }))
                 print(
                     String(
                         format: "  currentKeys %.0f ns",

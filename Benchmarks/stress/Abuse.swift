@@ -53,6 +53,7 @@ enum Abuse {
             server: { request_timeout_seconds: \(Int(requestTimeout)), idle_timeout_seconds: \(Int(idleTimeout)) }
             providers:
               abuse: { kind: oidc, issuer: "\(issuer)", audiences: ["\(audience)"], jwks_file: "\(jwks)", algorithms: [RS256] }
+              apple: { audiences: ["\(audience)"], jwks_file: "\(jwks)" }
             """)
         let server = try await ServerProcess(arguments: ["--config", config], environment: ["TOKENGUARD_LOG_LEVEL": "error"], workspace: workspace)
         defer { server.stop() }
@@ -124,12 +125,20 @@ enum Abuse {
 
     static let scenarios: [Scenario] = [
         Scenario(name: "baseline", summary: "no abuse") { _ in { Outcome() } },
-        Scenario(name: "slow_bodies", summary: "200 connections send a verify request's headers, then its body one byte a second") { context in
-            let head = "POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{"
-            return dripping(context, count: 200, prefix: Array(head.utf8), expectCutOffWithin: context.requestTimeout + 3)
+        Scenario(
+            name: "slow_bodies",
+            summary:
+                "200 connections send the headers of a request with a body (verify, batch, notification, revocation), then the body one byte a second"
+        ) { context in
+            // Every route that reads a body, so that none of them waits on a client for ever.
+            let paths = ["/v1/verify", "/v1/verify/batch", "/v1/notifications/apple", "/v1/revocations"]
+            let heads = paths.map { path in
+                Array("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{".utf8)
+            }
+            return dripping(context, count: 200, prefixes: heads, expectCutOffWithin: context.requestTimeout + 3)
         },
         Scenario(name: "slow_headers", summary: "200 connections send a request line, then header bytes one a second") { context in
-            dripping(context, count: 200, prefix: Array("POST /v1/verify HTTP/1.1\r\nX-Slow: ".utf8), expectCutOffWithin: nil)
+            dripping(context, count: 200, prefixes: [Array("POST /v1/verify HTTP/1.1\r\nX-Slow: ".utf8)], expectCutOffWithin: nil)
         },
         Scenario(name: "idle_connections", summary: "1,000 connections opened and left silent") { context in
             let connections = RawConnections(port: context.port, count: 1000, prefix: [])
@@ -185,13 +194,13 @@ enum Abuse {
         },
     ]
 
-    /// Connections that send `prefix`, then one byte a second until stopped.
-    static func dripping(_ context: Context, count: Int, prefix: [UInt8], expectCutOffWithin: Double?) -> @Sendable () async -> Outcome {
-        let connections = RawConnections(port: context.port, count: count, prefix: prefix)
+    /// `count` connections, shared out among `prefixes`, that send their prefix, then one byte a second until stopped.
+    static func dripping(_ context: Context, count: Int, prefixes: [[UInt8]], expectCutOffWithin: Double?) -> @Sendable () async -> Outcome {
+        let groups = prefixes.map { RawConnections(port: context.port, count: count / max(1, prefixes.count), prefix: $0) }
         let shared = LoopState()
         let thread = Thread {
             while shared.running.load(ordering: .relaxed) {
-                connections.drip(UInt8(ascii: "a"))
+                for connections in groups { connections.drip(UInt8(ascii: "a")) }
                 Thread.sleep(forTimeInterval: 1)
             }
         }
@@ -199,23 +208,24 @@ enum Abuse {
         return {
             shared.running.store(false, ordering: .relaxed)
             try? await Task.sleep(for: .milliseconds(1100))
-            connections.poll()
+            for connections in groups { connections.poll() }
             var outcome = Outcome()
-            let times = connections.secondsToCutOff.sorted()
+            let times = groups.flatMap(\.secondsToCutOff).sorted()
             let cut = times.count
             let slowest = times.last ?? 0
+            let opened = groups.reduce(0) { $0 + $1.opened }
             outcome.figures = [
-                ("opened", .integer(Int64(connections.opened))), ("cut_off_by_server", .integer(Int64(cut))),
+                ("opened", .integer(Int64(opened))), ("cut_off_by_server", .integer(Int64(cut))),
                 ("slowest_cut_off_seconds", .number((slowest * 10).rounded() / 10)),
             ]
             outcome.lines = [
-                String(format: "%d connections opened; %d answered or closed by the server, the last after %.1f s", connections.opened, cut, slowest)
+                String(format: "%d connections opened; %d answered or closed by the server, the last after %.1f s", opened, cut, slowest)
             ]
             if let limit = expectCutOffWithin, context.seconds > limit {
-                if cut < connections.opened { outcome.failures.append("\(connections.opened - cut) slow connections were never cut off") }
+                if cut < opened { outcome.failures.append("\(opened - cut) slow connections were never cut off") }
                 if slowest > limit { outcome.failures.append(String(format: "a slow connection lasted %.1f s (limit %.0f s)", slowest, limit)) }
             }
-            connections.closeAll()
+            for connections in groups { connections.closeAll() }
             return outcome
         }
     }

@@ -16,7 +16,7 @@ struct VerifyRoutes: Sendable {
             // The body is read in this task (a client that does not send it in time loses the connection); a verdict
             // that needs no waiting is answered here too, and only the rest runs under the request timeout's task.
             let started = ContinuousClock.now
-            let item = try await RequestTimeout.closingConnection(context.channel, after: seconds) { try await readItem(request) }
+            let item = try await readItem(request, context.channel)
             let verifying = DispatchTime.now()
             if !item.explain,
                 let result = registry.verifyWithoutWaiting(provider: item.provider, token: item.token, nonce: item.nonce, claimReplay: true)
@@ -28,11 +28,17 @@ struct VerifyRoutes: Sendable {
             return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await verify(item) }
         }
         router.post("/v1/verify/batch") { request, context in
-            try await RequestTimeout.run(seconds: seconds) { try await batch(request, context) }
+            let started = ContinuousClock.now
+            let object = try await readJSONObject(request, context.channel, limit: settings.maximumBatchBodyBytes)
+            let elapsed = Int((ContinuousClock.now - started).components.seconds)
+            return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await batch(object) }
         }
     }
 
-    func readJSONObject(_ request: Request, limit: Int) async throws -> JSONObject {
+    /// A request's JSON object body, bounded in size and in time: a client that has not sent all of it within the
+    /// request timeout loses the connection. Every route that reads a body reads it here: a body trickled a byte at
+    /// a time would otherwise hold its connection, and a graceful shutdown waiting for it, for ever.
+    func readJSONObject(_ request: Request, _ channel: any Channel, limit: Int) async throws -> JSONObject {
         // A body announced as too large is refused at once, before any of it is read: waiting for bytes that may never
         // come would hold the connection until the idle timeout and answer nothing.
         if let announced = request.headers[.contentLength], let length = Int(announced), length > limit {
@@ -40,7 +46,9 @@ struct VerifyRoutes: Sendable {
         }
         let body: ByteBuffer
         do {
-            body = try await request.body.collect(upTo: limit)
+            body = try await RequestTimeout.closingConnection(channel, after: settings.requestTimeoutSeconds) {
+                try await request.body.collect(upTo: limit)
+            }
         } catch {
             throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body larger than \(limit) bytes")
         }
@@ -51,9 +59,9 @@ struct VerifyRoutes: Sendable {
         }
     }
 
-    func readItem(_ request: Request) async throws -> VerifyRequest {
+    func readItem(_ request: Request, _ channel: any Channel) async throws -> VerifyRequest {
         do {
-            return try VerifyRequest(try await readJSONObject(request, limit: settings.maximumVerifyBodyBytes))
+            return try VerifyRequest(try await readJSONObject(request, channel, limit: settings.maximumVerifyBodyBytes))
         } catch let error as VerificationError {
             throw APIError.invalidRequest(error.message)
         }
@@ -90,8 +98,7 @@ struct VerifyRoutes: Sendable {
         }
     }
 
-    func batch(_ request: Request, _ context: TokenGuardRequestContext) async throws -> Response {
-        let object = try await readJSONObject(request, limit: settings.maximumBatchBodyBytes)
+    func batch(_ object: JSONObject) async throws -> Response {
         let items: [JSONValue]
         do {
             items = try VerifyRequest.batchItems(object, maximumItems: settings.maximumBatchItems)

@@ -204,6 +204,23 @@ struct ServerE2ETests {
         }
     }
 
+    @Test("every route that reads a body closes a connection whose body has not come within the request timeout")
+    func unfinishedBodiesAreCutOff() async throws {
+        let setup = try await start(extraConfig: "server: { request_timeout_seconds: 1 }")
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        // The idle timeout (30 s) is far off: only the request timeout can end these. Before, a notification or a
+        // revocation whose body never finished held its connection, and a graceful shutdown waiting for it, for ever.
+        for path in ["/v1/verify", "/v1/verify/batch", "/v1/notifications/apple", "/v1/revocations"] {
+            let head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{\"a"
+            let started = Date()
+            let exchange = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 12)
+            #expect(exchange.closed, "\(path): still open after 12 s")
+            #expect(Date().timeIntervalSince(started) < 10, "\(path): closed after \(Date().timeIntervalSince(started)) s")
+        }
+        #expect(setup.server.terminate(timeout: 20) == 0)
+    }
+
     @Test("a body announced over the limit is refused at once, unread, with Connection: close")
     func announcedOversizedBody() async throws {
         let setup = try await start()
