@@ -14,13 +14,25 @@ import NIOPosix
 /// interrupt a signature check half way: one server core, full RS256 verification, about one involuntary context
 /// switch per request. A handler's work is bounded (a verification is tens of microseconds; waits are `await`s, and
 /// blocking C calls run on ``ThreadConfinedWorkers``); what may run long, a batch's items, leaves the loop
-/// (`VerifyRoutes.verifyItems`). A limit: a connection's pipelined requests are served back to back, because NIO runs
-/// every ready job before it polls its sockets again; another connection's request waits for them.
+/// (`VerifyRoutes.verifyItems`).
+///
+/// Connections take turns by the read: a connection's requests already read are served back to back (NIO runs every
+/// ready job before it polls its sockets again), so a read is at most ``turnBytes``, once per poll. With NIO's
+/// defaults (four reads of up to 64 KiB), a connection with 200 verifications pipelined was served all of them before
+/// a `/healthz` on another connection was read.
 struct EventLoopConnections<Inner: ServerChildChannel>: ServerChildChannel {
     typealias Value = Inner.Value
     let inner: Inner
+    static var turnBytes: Int { 16 * 1024 }
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> { inner.setup(channel: channel, logger: logger) }
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            .flatMap {
+                channel.setOption(
+                    ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: Self.turnBytes))
+            }
+            .flatMap { inner.setup(channel: channel, logger: logger) }
+    }
 
     func handle(value: Value, logger: Logger) async {
         await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
