@@ -28,17 +28,20 @@ struct VerifyRoutes: Sendable {
             return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await verify(item) }
         }
         router.post("/v1/verify/batch") { request, context in
-            let started = ContinuousClock.now
-            let object = try await readJSONObject(request, context.channel, limit: settings.maximumBatchBodyBytes)
-            let elapsed = Int((ContinuousClock.now - started).components.seconds)
-            return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await batch(object) }
+            // The body is read under the timeout's task, so a batch still uploading when the time is up gets 503
+            // `request_timeout` with Retry-After (a large batch on a slow link); its connection is closed a second
+            // later if the body has still not come.
+            try await RequestTimeout.run(seconds: seconds) {
+                try await batch(try await readJSONObject(request, context.channel, limit: settings.maximumBatchBodyBytes, closingAfter: seconds + 1))
+            }
         }
     }
 
-    /// A request's JSON object body, bounded in size and in time: a client that has not sent all of it within the
-    /// request timeout loses the connection. Every route that reads a body reads it here: a body trickled a byte at
-    /// a time would otherwise hold its connection, and a graceful shutdown waiting for it, for ever.
-    func readJSONObject(_ request: Request, _ channel: any Channel, limit: Int) async throws -> JSONObject {
+    /// A request's JSON object body, bounded in size and in time: a client that has not sent all of it within
+    /// `closingAfter` seconds (default: the request timeout) loses the connection. Every route that reads a body reads
+    /// it here: a body trickled a byte at a time would otherwise hold its connection, and a graceful shutdown waiting
+    /// for it, for ever.
+    func readJSONObject(_ request: Request, _ channel: any Channel, limit: Int, closingAfter: Int? = nil) async throws -> JSONObject {
         // A body announced as too large is refused at once, before any of it is read: waiting for bytes that may never
         // come would hold the connection until the idle timeout and answer nothing.
         if let announced = request.headers[.contentLength], let length = Int(announced), length > limit {
@@ -46,7 +49,7 @@ struct VerifyRoutes: Sendable {
         }
         let body: ByteBuffer
         do {
-            body = try await RequestTimeout.closingConnection(channel, after: settings.requestTimeoutSeconds) {
+            body = try await RequestTimeout.closingConnection(channel, after: closingAfter ?? settings.requestTimeoutSeconds) {
                 try await request.body.collect(upTo: limit)
             }
         } catch {

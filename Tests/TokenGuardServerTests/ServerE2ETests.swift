@@ -217,6 +217,11 @@ struct ServerE2ETests {
             let exchange = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 12)
             #expect(exchange.closed, "\(path): still open after 12 s")
             #expect(Date().timeIntervalSince(started) < 10, "\(path): closed after \(Date().timeIntervalSince(started)) s")
+            if path == "/v1/verify/batch" {
+                // A batch still uploading is told to retry before its connection goes (a large batch on a slow link).
+                #expect(
+                    exchange.response.hasPrefix("HTTP/1.1 503") && exchange.response.contains("request_timeout"), "\(exchange.response.prefix(200))")
+            }
         }
         #expect(setup.server.terminate(timeout: 20) == 0)
     }
