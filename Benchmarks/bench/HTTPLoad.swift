@@ -69,7 +69,7 @@ enum HTTPLoad {
     /// Pinning needs taskset and two cores: the server gets core 0, the generator core 1.
     static var taskset: String? {
         guard ProcessInfo.processInfo.activeProcessorCount >= 2 else { return nil }
-        return ["/usr/bin/taskset", "/bin/taskset"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        return CPUPinning.taskset
     }
 
     /// A process for `executable`, pinned to `core` (0 for servers, 1 for generators) when pinning is possible.

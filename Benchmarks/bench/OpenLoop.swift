@@ -168,7 +168,9 @@ enum OpenLoop {
         guard arguments.count == 5, let port = Int(arguments[0]), let rate = Double(arguments[2]), let seconds = Double(arguments[3]),
             let connections = Int(arguments[4]), (1...1024).contains(connections),
             // Bounded before any conversion to integers: a NaN, an infinity or a huge rate must not reach a trap.
-            rate.isFinite, rate > 0, rate <= 10_000_000, seconds.isFinite, seconds > 0, seconds <= 3600
+            rate.isFinite, rate > 0, rate <= 10_000_000, seconds.isFinite, seconds > 0, seconds <= 3600,
+            // The latency samples are reserved up front: at most 100 million of them.
+            rate * seconds <= 100_000_000
         else { throw Failure(description: "--open-loop-child PORT REQUEST_FILE RATE SECONDS CONNECTIONS") }
         guard let file = fopen(arguments[1], "rb") else { throw Failure(description: "cannot read \(arguments[1])") }
         var request: [UInt8] = []

@@ -74,8 +74,8 @@ struct RevocationRoutes: Sendable {
                 "revocation removed", metadata: ["provider": "\(provider)", "subject_sha256": "\(TokenHash.short(subject))", "by": "\(who)"])
             return Response(status: .noContent)
         }
-        let object = try await VerifyRoutes(registry: registry, settings: settings).readJSONObject(
-            request, context.channel, limit: Self.maximumBodyBytes)
+        let object = try await JSONRequestBody.read(
+            request, context.channel, limit: Self.maximumBodyBytes, closingAfter: settings.requestTimeoutSeconds)
         for member in object.members where !["provider", "subject", "not_before"].containsBytes(member.name) {
             throw APIError.invalidRequest("unknown member \"\(member.name.prefix(32))\" (allowed: provider, subject, not_before)")
         }
@@ -133,8 +133,8 @@ struct RevocationRoutes: Sendable {
         guard let provider = registry.configuredName(requested), let verifier = registry.verifiers[provider], kinds[provider] == .apple else {
             throw APIError(status: .notFound, code: .unknownProvider, message: "no apple provider named \"\(requested.prefix(64))\" is configured")
         }
-        let object = try await VerifyRoutes(registry: registry, settings: settings).readJSONObject(
-            request, context.channel, limit: Self.maximumBodyBytes)
+        let object = try await JSONRequestBody.read(
+            request, context.channel, limit: Self.maximumBodyBytes, closingAfter: settings.requestTimeoutSeconds)
         guard let payload = object["payload"]?.stringValue else { throw APIError.invalidRequest("the body must be {\"payload\": \"<JWS>\"}") }
         let result = await verifier.verifyNotification(token: payload, at: registry.now)
         let event: AppleNotificationEvent

@@ -32,39 +32,17 @@ struct VerifyRoutes: Sendable {
             // `request_timeout` with Retry-After (a large batch on a slow link); its connection is closed a second
             // later if the body has still not come.
             try await RequestTimeout.run(seconds: seconds) {
-                try await batch(try await readJSONObject(request, context.channel, limit: settings.maximumBatchBodyBytes, closingAfter: seconds + 1))
+                try await batch(
+                    try await JSONRequestBody.read(request, context.channel, limit: settings.maximumBatchBodyBytes, closingAfter: seconds + 1))
             }
-        }
-    }
-
-    /// A request's JSON object body, bounded in size and in time: a client that has not sent all of it within
-    /// `closingAfter` seconds (default: the request timeout) loses the connection. Every route that reads a body reads
-    /// it here: a body trickled a byte at a time would otherwise hold its connection, and a graceful shutdown waiting
-    /// for it, for ever.
-    func readJSONObject(_ request: Request, _ channel: any Channel, limit: Int, closingAfter: Int? = nil) async throws -> JSONObject {
-        // A body announced as too large is refused at once, before any of it is read: waiting for bytes that may never
-        // come would hold the connection until the idle timeout and answer nothing.
-        if let announced = request.headers[.contentLength], let length = Int(announced), length > limit {
-            throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body of \(length) bytes is larger than \(limit) bytes")
-        }
-        let body: ByteBuffer
-        do {
-            body = try await RequestTimeout.closingConnection(channel, after: closingAfter ?? settings.requestTimeoutSeconds) {
-                try await request.body.collect(upTo: limit)
-            }
-        } catch {
-            throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body larger than \(limit) bytes")
-        }
-        do {
-            return try VerifyRequest.parseBody(body.readableBytesView)
-        } catch {
-            throw APIError.invalidRequest(error.message)
         }
     }
 
     func readItem(_ request: Request, _ channel: any Channel) async throws -> VerifyRequest {
         do {
-            return try VerifyRequest(try await readJSONObject(request, channel, limit: settings.maximumVerifyBodyBytes))
+            return try VerifyRequest(
+                try await JSONRequestBody.read(request, channel, limit: settings.maximumVerifyBodyBytes, closingAfter: settings.requestTimeoutSeconds)
+            )
         } catch let error as VerificationError {
             throw APIError.invalidRequest(error.message)
         }

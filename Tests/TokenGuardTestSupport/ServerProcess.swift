@@ -20,7 +20,7 @@ package final class ServerProcess: @unchecked Sendable {
         process = Process()
         let serve = ["serve", "--listen", "127.0.0.1:\(port)"] + arguments
         if let cpus {
-            guard let taskset = ["/usr/bin/taskset", "/bin/taskset"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            guard let taskset = CPUPinning.taskset else {
                 throw RunnerError("taskset (util-linux) is needed to pin a server")
             }
             process.executableURL = URL(fileURLWithPath: taskset)
