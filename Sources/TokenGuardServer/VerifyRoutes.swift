@@ -28,13 +28,16 @@ struct VerifyRoutes: Sendable {
             return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await verify(item) }
         }
         router.post("/v1/verify/batch") { request, context in
-            // The body is read under the timeout's task, so a batch still uploading when the time is up gets 503
-            // `request_timeout` with Retry-After (a large batch on a slow link); its connection is closed a second
-            // later if the body has still not come.
-            try await RequestTimeout.run(seconds: seconds) {
-                try await batch(
-                    try await JSONRequestBody.read(request, context.channel, limit: settings.maximumBatchBodyBytes, closingAfter: seconds + 1))
-            }
+            // As for /v1/verify: the body is read in this task (a client that does not send it in time loses the
+            // connection), and only the verification runs under the request timeout's task. Reading it in that task
+            // instead gave a slow upload its 503, but the cancelled read then raced the server's own read of the rest
+            // of the body on the same stream, and NIO traps on a second reader (red team: one unfinished batch body
+            // crashed the server).
+            let started = ContinuousClock.now
+            let object = try await JSONRequestBody.read(
+                request, context.channel, limit: settings.maximumBatchBodyBytes, closingAfter: settings.requestTimeoutSeconds)
+            let elapsed = Int((ContinuousClock.now - started).components.seconds)
+            return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await batch(object) }
         }
     }
 

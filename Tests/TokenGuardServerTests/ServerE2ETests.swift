@@ -217,12 +217,22 @@ struct ServerE2ETests {
             let exchange = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 12)
             #expect(exchange.closed, "\(path): still open after 12 s")
             #expect(Date().timeIntervalSince(started) < 10, "\(path): closed after \(Date().timeIntervalSince(started)) s")
-            if path == "/v1/verify/batch" {
-                // A batch still uploading is told to retry before its connection goes (a large batch on a slow link).
-                #expect(
-                    exchange.response.hasPrefix("HTTP/1.1 503") && exchange.response.contains("request_timeout"), "\(exchange.response.prefix(200))")
+        }
+        // Cut off, not crashed. A batch body read in the timeout's task raced the server's own read of the rest of the
+        // body once the 503 had gone, and NIO trapped on the second reader (red team: 5 crashes in 5 rounds, pinned).
+        // Several unfinished batches at once, then the server must still be there.
+        let port = setup.server.port
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let head = "POST /v1/verify/batch HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"items\":[     "
+                    _ = try? RawHTTP.exchange(port: port, Array(head.utf8), timeout: 6)
+                }
             }
         }
+        try await Task.sleep(for: .seconds(1))
+        #expect(setup.server.process.isRunning, "the server died: \(setup.server.log().suffix(600))")
+        #expect((try? await setup.server.get("/healthz"))?.status == 200)
         #expect(setup.server.terminate(timeout: 20) == 0)
     }
 
