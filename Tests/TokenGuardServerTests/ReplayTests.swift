@@ -36,9 +36,9 @@ struct ReplayTests {
         let store = try RedisReplayStore(url: redis.url, connections: 2, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 500)
         let now = Int64(Date().timeIntervalSince1970)
         let token = "k-\(UUID().uuidString)"
-        // Expiry 5 s ahead: enough for the next three claims even on a loaded machine under ThreadSanitizer (2 s was
-        // not: the entries expired before the third claim).
-        let expiry = now + 5
+        // Expiry 10 s ahead: enough for the next three claims even on a loaded machine (2 s was not under
+        // ThreadSanitizer, and 5 s was not once in CI with every suite running: the entries expired before the third).
+        let expiry = now + 10
         #expect(try await store.claim(keys: [token, token + "-n"], expiresAt: expiry).get() == true)
         #expect(try await store.claim(keys: [token], expiresAt: expiry).get() == false)
         #expect(try await store.claim(keys: ["other", token + "-n"], expiresAt: expiry).get() == false)
