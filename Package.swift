@@ -202,7 +202,8 @@ let package = Package(
         .testTarget(
             name: "TokenGuardServerTests",
             dependencies: [
-                "TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync",
+                "TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis",
+                "TokenGuardServer", "TokenGuardSync",
                 "TokenGuardTestSupport", "tokenguard", .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strictSettings

@@ -14,7 +14,9 @@ enum HTTPRequestFuzzTarget {
 
     static let target = FuzzTarget(name: "http-request", summary: "HTTP API request body decoding (verify and batch)") { bytes in
         guard let selector = bytes.first else { return }
-        guard let object = try? VerifyRequest.parseBody(Array(bytes.dropFirst())) else { return }
+        let body = Array(bytes.dropFirst())
+        if selector & 1 == 0 { checkDirectReader(body) }
+        guard let object = try? VerifyRequest.parseBody(body) else { return }
         if selector & 1 == 0 {
             guard let request = try? VerifyRequest(object) else { return }
             check(request)
@@ -25,6 +27,18 @@ enum HTTPRequestFuzzTarget {
                 guard let request = try? VerifyRequest.item(entry) else { continue }
                 check(request)
             }
+        }
+    }
+
+    /// The server's direct reader of verify bodies accepts exactly what the general path accepts, as the same request,
+    /// and refuses the rest with the same error.
+    static func checkDirectReader(_ body: [UInt8]) {
+        let general = Result { () throws(VerificationError) in try VerifyRequest(VerifyRequest.parseBody(body)) }
+        let direct = Result { () throws(VerificationError) in try VerifyRequest.decodeBody(body) }
+        switch (general, direct) {
+        case (.success(let expected), .success(let decoded)): require(decoded == expected, "the direct reader decoded a body differently")
+        case (.failure(let expected), .failure(let refused)): require(refused == expected, "the direct reader refused a body differently")
+        default: fatalError("the direct reader and the general path disagree on whether a body is a request")
         }
     }
 

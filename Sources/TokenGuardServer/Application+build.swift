@@ -24,15 +24,17 @@ package func buildApplication(
     let router = Router(context: TokenGuardRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.middlewares.add(RequestLogMiddleware())
     if let callerKeys = settings.callerKeys { router.middlewares.add(CallerKeyMiddleware(keys: callerKeys)) }
-    router.middlewares.add(ForwardAuthMiddleware(registry: registry, settings: settings))
+    // Made after the metrics factory is bootstrapped: its counters are the factory's.
+    let metrics = ServiceMetrics(registry: registry)
+    router.middlewares.add(ForwardAuthMiddleware(registry: registry, settings: settings, metrics: metrics))
     router.middlewares.add(
         MethodNotAllowedMiddleware(
             allowed: [
                 ("/v1/verify", [.post]), ("/v1/verify/batch", [.post]), ("/v1/providers", [.get, .head]), ("/healthz", [.get, .head]),
                 ("/readyz", [.get, .head]), ("/metrics", [.get, .head]), ("/v1/revocations", [.get, .head, .post, .delete]),
             ], allowedOneSegmentBelow: [("/v1/notifications/", [.post])]))
-    VerifyRoutes(registry: registry, settings: settings).register(on: router)
-    StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, settings: settings, drain: drain).register(on: router)
+    VerifyRoutes(registry: registry, settings: settings, metrics: metrics).register(on: router)
+    StatusRoutes(registry: registry, kinds: kinds, prometheus: prometheus, metrics: metrics, settings: settings, drain: drain).register(on: router)
     RevocationRoutes(registry: registry, settings: settings, kinds: kinds, logger: logger).register(on: router)
     var application = Application(
         router: router,

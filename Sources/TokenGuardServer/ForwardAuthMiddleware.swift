@@ -18,6 +18,7 @@ enum ForwardAuthHeaders {
 struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
     let registry: VerifierRegistry
     let settings: ServerLimits
+    let metrics: ServiceMetrics
 
     static var prefix: String { "/v1/authz" }
 
@@ -45,7 +46,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private func answer(_ request: Request, providerSegment: String) async -> Response {
         guard let provider = registry.configuredName(providerSegment) else {
-            ForwardAuthMetrics.count(provider: "unknown", mode: .enforce, result: .failure(VerificationError(.unknownProvider, "")))
+            metrics.countForwardAuth(provider: "", result: .failure(VerificationError(.unknownProvider, "")))
             return APIError(status: .notFound, code: .unknownProvider, message: "no provider named \"\(providerSegment.prefix(64))\" is configured")
                 .response
         }
@@ -71,7 +72,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
                 }
             }
         }
-        ServiceMetrics.record(provider: provider, result: result, startedAt: started)
+        metrics.record(provider: provider, result: result, startedAt: started)
         return respond(result, provider: provider, policy: policy)
     }
 
@@ -80,7 +81,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
         headers[ForwardAuthHeaders.provider] = provider
         switch result {
         case .success(let verdict):
-            ForwardAuthMetrics.count(provider: provider, mode: policy.mode, result: result)
+            metrics.countForwardAuth(provider: provider, result: result)
             headers[ForwardAuthHeaders.verdict] = "valid"
             let (claims, omitted) = policy.claimHeaderValues(for: verdict)
             for (name, value) in claims {
@@ -93,7 +94,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
             headers[.contentLength] = "0"
             return Response(status: .ok, headers: headers)
         case .failure(let error):
-            ForwardAuthMetrics.count(provider: provider, mode: policy.mode, result: result)
+            metrics.countForwardAuth(provider: provider, result: result)
             headers[ForwardAuthHeaders.verdict] = error.code.rawValue
             if policy.mode == .shadow {
                 headers[.contentLength] = "0"

@@ -2,68 +2,87 @@ import Dispatch
 import Metrics
 import TokenGuardCore
 import TokenGuardService
-import TokenGuardSync
 
-/// Verification metrics: counts by provider and outcome code (a bounded label set), and latency.
+/// Verification metrics: `tokenguard_verifications_total{provider,outcome}`, `tokenguard_verification_duration_seconds
+/// {provider}` and `tokenguard_forward_auth_total{provider,mode,outcome}`, recorded without a lock or an allocation.
 ///
-/// The metric handles are made once per (provider, outcome) and kept: making a handle costs a lookup in the metrics
-/// registry under its lock, with the labels hashed and compared, on every request otherwise.
-enum ServiceMetrics {
-    struct Handles {
+/// Every handle is made when the service starts, for the configured providers and "unknown": a client's provider name
+/// is never a label value, so the label set is fixed, and recording a verification is finding its provider's slot
+/// (names compared byte for byte, among a handful) and adding to atomics.
+final class ServiceMetrics: Sendable {
+    struct Slot: Sendable {
+        let provider: String
         let outcomes: [Counter]  // indexed like `outcomeNames`
-        let duration: Metrics.Timer
+        let duration: LatencyHistogram
+        let forwardAuthMode: ForwardAuthPolicy.Mode
+        let forwardAuthOutcomes: [Counter]
     }
 
     /// "valid", then every error code.
-    static let outcomeNames = ["valid"] + ErrorCode.allCases.map(\.rawValue)
-    private static let handles = Locked<[String: Handles]>([:])
+    static let outcomeNames = ["valid"] + errorCodes.map(\.rawValue)
+    private static let errorCodes = Array(ErrorCode.allCases)
+    static let durationName = "tokenguard_verification_duration_seconds"
+
+    private let slots: [Slot]
+    private let unknownSlot: Int
+
+    /// - Parameter providers: each configured provider with its forward-auth mode.
+    init(providers: [(name: String, forwardAuthMode: ForwardAuthPolicy.Mode)]) {
+        func slot(_ name: String, _ mode: ForwardAuthPolicy.Mode) -> Slot {
+            Slot(
+                provider: name,
+                outcomes: Self.outcomeNames.map {
+                    Counter(label: "tokenguard_verifications_total", dimensions: [("provider", name), ("outcome", $0)])
+                },
+                duration: LatencyHistogram(),
+                forwardAuthMode: mode,
+                forwardAuthOutcomes: Self.outcomeNames.map {
+                    Counter(label: "tokenguard_forward_auth_total", dimensions: [("provider", name), ("mode", mode.rawValue), ("outcome", $0)])
+                })
+        }
+        var slots = providers.map { slot($0.name, $0.forwardAuthMode) }
+        // A provider configured as "unknown" shares its series with unknown names rather than repeating them.
+        if let configured = slots.firstIndex(where: { $0.provider.sameBytes(as: "unknown") }) {
+            unknownSlot = configured
+        } else {
+            unknownSlot = slots.count
+            slots.append(slot("unknown", .enforce))
+        }
+        self.slots = slots
+    }
+
+    convenience init(registry: VerifierRegistry) {
+        self.init(providers: registry.providerNames.map { ($0, registry.forwardAuthPolicy($0).mode) })
+    }
 
     static func outcomeIndex(_ result: VerificationResult) -> Int {
         switch result {
         case .success: 0
-        case .failure(let error): 1 + (ErrorCode.allCases.firstIndex(of: error.code) ?? 0)
+        case .failure(let error): 1 + (errorCodes.firstIndex(of: error.code) ?? 0)
         }
     }
 
-    static func handles(for provider: String) -> Handles {
-        if let known = handles.withLock({ $0[provider] }) { return known }
-        let made = Handles(
-            outcomes: outcomeNames.map { Counter(label: "tokenguard_verifications_total", dimensions: [("provider", provider), ("outcome", $0)]) },
-            duration: Metrics.Timer(label: "tokenguard_verification_duration_seconds", dimensions: [("provider", provider)]))
-        return handles.withLock { table in
-            if let existing = table[provider] { return existing }
-            table[provider] = made
-            return made
-        }
+    /// The slot of a configured provider, byte for byte; "unknown" for any other name.
+    func slot(_ provider: String) -> Slot {
+        for slot in slots where slot.provider.sameBytes(as: provider) { return slot }
+        return slots[unknownSlot]
     }
 
-    static func record(provider: String, result: VerificationResult, startedAt: DispatchTime) {
-        // Unknown provider names are client input: never a label value, so the label set stays bounded.
-        let isUnknown: Bool
-        if case .failure(let error) = result, error.code == .unknownProvider { isUnknown = true } else { isUnknown = false }
-        let handles = handles(for: isUnknown ? "unknown" : provider)
-        handles.outcomes[outcomeIndex(result)].increment()
-        handles.duration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - startedAt.uptimeNanoseconds))
+    func record(provider: String, result: VerificationResult, startedAt: DispatchTime) {
+        let slot = slot(provider)
+        slot.outcomes[Self.outcomeIndex(result)].increment()
+        slot.duration.record(nanoseconds: DispatchTime.now().uptimeNanoseconds &- startedAt.uptimeNanoseconds)
     }
-}
 
-/// `tokenguard_forward_auth_total{provider,mode,outcome}`, with the handles kept like ``ServiceMetrics``'.
-enum ForwardAuthMetrics {
-    private static let counters = Locked<[String: [Counter]]>([:])
+    /// A forward-auth answer, counted under the provider's configured mode (unknown providers: `enforce`).
+    func countForwardAuth(provider: String, result: VerificationResult) {
+        slot(provider).forwardAuthOutcomes[Self.outcomeIndex(result)].increment()
+    }
 
-    static func count(provider: String, mode: ForwardAuthPolicy.Mode, result: VerificationResult) {
-        let key = provider + "\u{0}" + mode.rawValue
-        var list = counters.withLock { $0[key] }
-        if list == nil {
-            let made = ServiceMetrics.outcomeNames.map {
-                Counter(label: "tokenguard_forward_auth_total", dimensions: [("provider", provider), ("mode", mode.rawValue), ("outcome", $0)])
-            }
-            list = counters.withLock { table in
-                if let existing = table[key] { return existing }
-                table[key] = made
-                return made
-            }
-        }
-        list?[ServiceMetrics.outcomeIndex(result)].increment()
+    /// The duration histograms in the Prometheus text format, to follow the registry's own text in `/metrics`.
+    func durationExposition() -> [UInt8] {
+        var text = Array("# TYPE \(Self.durationName) histogram\n".utf8)
+        for slot in slots { slot.duration.append(to: &text, name: Self.durationName, labels: [("provider", slot.provider)]) }
+        return text
     }
 }

@@ -8,6 +8,7 @@ struct StatusRoutes: Sendable {
     let registry: VerifierRegistry
     let kinds: [String: ProviderKind]
     let prometheus: PrometheusCollectorRegistry?
+    let metrics: ServiceMetrics
     let settings: ServerLimits
     /// Set once a stop signal came: `/readyz` is 503 from then on.
     let drain: ShutdownDrain?
@@ -19,7 +20,8 @@ struct StatusRoutes: Sendable {
         router.get("/metrics") { _, _ in
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: prometheus?.emitToBuffer() ?? [])))
+            let text = prometheus.map { $0.emitToBuffer() + metrics.durationExposition() } ?? []
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
     }
 

@@ -9,6 +9,7 @@ import TokenGuardService
 struct VerifyRoutes: Sendable {
     let registry: VerifierRegistry
     let settings: ServerLimits
+    let metrics: ServiceMetrics
 
     func register(on router: Router<TokenGuardRequestContext>) {
         let seconds = settings.requestTimeoutSeconds
@@ -21,7 +22,7 @@ struct VerifyRoutes: Sendable {
             if !item.explain,
                 let result = registry.verifyWithoutWaiting(provider: item.provider, token: item.token, nonce: item.nonce, claimReplay: true)
             {
-                ServiceMetrics.record(provider: item.provider, result: result, startedAt: verifying)
+                metrics.record(provider: item.provider, result: result, startedAt: verifying)
                 return try respond(item, result: result, explanation: nil)
             }
             let elapsed = Int((ContinuousClock.now - started).components.seconds)
@@ -42,11 +43,11 @@ struct VerifyRoutes: Sendable {
     }
 
     func readItem(_ request: Request, _ channel: any Channel) async throws -> VerifyRequest {
+        let body = try await JSONRequestBody.bytes(
+            request, channel, limit: settings.maximumVerifyBodyBytes, closingAfter: settings.requestTimeoutSeconds)
         do {
-            return try VerifyRequest(
-                try await JSONRequestBody.read(request, channel, limit: settings.maximumVerifyBodyBytes, closingAfter: settings.requestTimeoutSeconds)
-            )
-        } catch let error as VerificationError {
+            return try VerifyRequest.decodeBody(body.readableBytesView)
+        } catch {
             throw APIError.invalidRequest(error.message)
         }
     }
@@ -55,7 +56,7 @@ struct VerifyRoutes: Sendable {
         let started = DispatchTime.now()
         let (result, explanation) = await registry.verify(
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
-        ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
+        metrics.record(provider: item.provider, result: result, startedAt: started)
         return try respond(item, result: result, explanation: explanation)
     }
 
@@ -93,7 +94,7 @@ struct VerifyRoutes: Sendable {
         // clients' requests on the shared executor (with two clients looping on maximal batches, a third client's
         // p99 would go from 3 ms to over 400 ms).
         let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
-        let results = await Self.verifyItems(items, width: width, registry: registry)
+        let results = await Self.verifyItems(items, width: width, registry: registry, metrics: metrics)
         var body = Array(#"{"results":["#.utf8)
         for (index, result) in results.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
@@ -106,29 +107,31 @@ struct VerifyRoutes: Sendable {
     /// The items' verdicts in order, at most `width` in flight. The results are written into an array outside the
     /// task group: returning them from the group's closure was miscompiled at -O (Swift 6.3.1), handing the caller
     /// uninitialised memory; a release server crashed on `{"items": []}`.
-    static func verifyItems(_ items: [JSONValue], width: Int, registry: VerifierRegistry) async -> [[UInt8]] {
+    static func verifyItems(_ items: [JSONValue], width: Int, registry: VerifierRegistry, metrics: ServiceMetrics) async -> [[UInt8]] {
         var ordered = [[UInt8]](repeating: [], count: items.count)
         // On the shared pool, not the connection's event loop: a batch's items verify on every core, and a batch of
         // 1,000 does not hold up the other connections served by that loop.
         await withTaskExecutorPreference(globalConcurrentExecutor) {
-            await verifyItems(items, width: width, registry: registry, into: &ordered)
+            await verifyItems(items, width: width, registry: registry, metrics: metrics, into: &ordered)
         }
         return ordered
     }
 
-    private static func verifyItems(_ items: [JSONValue], width: Int, registry: VerifierRegistry, into ordered: inout [[UInt8]]) async {
+    private static func verifyItems(
+        _ items: [JSONValue], width: Int, registry: VerifierRegistry, metrics: ServiceMetrics, into ordered: inout [[UInt8]]
+    ) async {
         await withTaskGroup(of: (Int, [UInt8]).self) { group in
             var next = 0
             while next < min(width, items.count) {
                 let (index, entry) = (next, items[next])
-                group.addTask { (index, await Self.verifyItem(entry, registry: registry)) }
+                group.addTask { (index, await Self.verifyItem(entry, registry: registry, metrics: metrics)) }
                 next += 1
             }
             while let (index, value) = await group.next() {
                 ordered[index] = value
                 if next < items.count {
                     let (index, entry) = (next, items[next])
-                    group.addTask { (index, await Self.verifyItem(entry, registry: registry)) }
+                    group.addTask { (index, await Self.verifyItem(entry, registry: registry, metrics: metrics)) }
                     next += 1
                 }
             }
@@ -136,7 +139,7 @@ struct VerifyRoutes: Sendable {
     }
 
     /// One batch entry's verdict, as JSON text: its own `invalid_request` when it is not a valid item.
-    static func verifyItem(_ entry: JSONValue, registry: VerifierRegistry) async -> [UInt8] {
+    static func verifyItem(_ entry: JSONValue, registry: VerifierRegistry, metrics: ServiceMetrics) async -> [UInt8] {
         let item: VerifyRequest
         // An item's id comes back first in its result, as `tokenguard batch` does (contract: "Batch ids").
         func withID(_ id: JSONValue?, _ verdict: [UInt8]) -> [UInt8] { id.map { JSONWriter.withLeadingID($0, verdict) } ?? verdict }
@@ -149,7 +152,7 @@ struct VerifyRoutes: Sendable {
         let started = DispatchTime.now()
         let (result, explanation) = await registry.verify(
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
-        ServiceMetrics.record(provider: item.provider, result: result, startedAt: started)
+        metrics.record(provider: item.provider, result: result, startedAt: started)
         guard let explanation else { return withID(item.id, result.jsonBytes(provider: item.provider)) }
         var verdict = result.json(provider: item.provider)
         verdict.set("checks", explanation.json)

@@ -42,6 +42,75 @@ struct RequestDecodingTests {
         #expect(throws: VerificationError.self) { try VerifyRequest.parseBody(Array(String(repeating: "[", count: 60_000).utf8)) }
     }
 
+    @Test("the direct reader of verify bodies decides every body as the general path does, and reads the plain ones itself")
+    func directReader() throws {
+        func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+        func general(_ body: [UInt8]) -> Result<VerifyRequest, VerificationError> {
+            Result { () throws(VerificationError) in try VerifyRequest(VerifyRequest.parseBody(body)) }
+        }
+        func direct(_ body: [UInt8]) -> Result<VerifyRequest, VerificationError> {
+            Result { () throws(VerificationError) in try VerifyRequest.decodeBody(body) }
+        }
+        func readDirectly(_ body: [UInt8]) -> VerifyRequest? { body.withUnsafeBufferPointer { VerifyRequest.directly($0) } }
+        // Read by the direct reader itself, as the general path reads them.
+        let plain = [
+            #"{"provider":"apple","token":"a.b.c"}"#,
+            #"{"token":"a.b.c","provider":"apple","nonce":"n","explain":true}"#,
+            " {\t\"provider\" : \"apple\" ,\"token\":\"a.b.c\",\"nonce\":null,\"explain\":false}\n",
+            #"{"explain":null,"nonce":"n\u00e9\ud83d\ude00","token":"a.b.c","provider":"ap\/ple"}"#,
+            #"{"\u0070rovider":"apple","tok\u0065n":"x\"y"}"#,
+            "{\"provider\":\"appl\u{e9}\",\"token\":\"t\u{1F600}\"}",
+        ]
+        // Left to the general path, which words the refusal (or, for the last, decodes it).
+        let other = [
+            #"{"provider":"apple","token":"a","token":"b"}"#, #"{"provider":"apple","token":"t","at":5}"#, #"{"provider":"apple"}"#,
+            #"{"provider":"","token":"t"}"#, #"{"provider":"apple","token":""}"#, #"{"provider":"apple","token":"t","nonce":""}"#,
+            #"{"provider":"apple","token":7}"#, #"{"provider":"apple","token":"t","explain":"yes"}"#,
+            #"{"provider":"apple","token":"t","explain":0}"#, #"{"provider":"apple","token":"t"} x"#, #"{"provider":"apple","token":"t",}"#,
+            #"{}"#, "[1]", "", " ", "\u{FEFF}{}", #"{"provider":"apple","token":"t","nonce":nul}"#,
+            #"{"provider":"apple","token":"t","explain":tru}"#, #"{"provider":"apple","token":"t\ud800"}"#,
+            "{\"provider\":\"apple\",\"token\":\"t\u{1}\"}", #"{"provider":"apple","token":"t""#,
+            #"{"provider":"apple","token":{"a":1}}"#, #"{"provider":"apple","token":"t","nonce":["n"]}"#,
+            #"{"provider":"apple","token":"t","explain":true,"explain":false}"#,
+            #"{"provider":"apple","token":"t","nonce":null,"nonce":"n"}"#, #"{"provider":"apple","token":"t","id":1}"#,
+            #"{"provider":"apple","token":"t","Provider":"x"}"#, "{\"provider\":\"apple\",\"token\":\"t\",\"provide\u{301}r\":\"x\"}",
+        ]
+        for text in plain {
+            let body = bytes(text)
+            #expect(readDirectly(body) != nil, "not read directly: \(text)")
+            #expect(try direct(body).get() == general(body).get(), "\(text)")
+        }
+        for text in other {
+            #expect(readDirectly(bytes(text)) == nil, "read directly: \(text)")
+            #expect(direct(bytes(text)) == general(bytes(text)), "\(text)")
+        }
+        // Mutations of every body: a byte changed to one that matters to JSON, removed, repeated, or the end cut off.
+        var random = SeededRandom(seed: 20_261_124)
+        let interesting = Array(#"{}[]",:\ -0123456789eEtfnul.aprvidkoxc"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE9, 0xFF, 0x09, 0x0A]
+        var readByDirectReader = 0
+        for text in plain + other {
+            let base = bytes(text)
+            for _ in 0..<1_500 {
+                var body = base
+                for _ in 0..<Int.random(in: 1...3, using: &random) where !body.isEmpty {
+                    let at = Int.random(in: 0..<body.count, using: &random)
+                    switch Int.random(in: 0..<4, using: &random) {
+                    case 0: body[at] = interesting.randomElement(using: &random)!
+                    case 1: body.remove(at: at)
+                    case 2: body.insert(body[at], at: at)
+                    default: body.removeLast(Int.random(in: 0...min(4, body.count), using: &random))
+                    }
+                }
+                if readDirectly(body) != nil { readByDirectReader += 1 }
+                let (expected, decoded) = (general(body), direct(body))
+                #expect(decoded == expected, "\(String(decoding: body, as: UTF8.self))")
+                if decoded != expected { return }
+            }
+        }
+        // The mutations reach the direct reader's acceptance, not only the general path.
+        #expect(readByDirectReader > 500, "\(readByDirectReader)")
+    }
+
     @Test("batch bodies: only items, an array within the limit; each item decoded on its own")
     func batchBodies() throws {
         let items = try VerifyRequest.batchItems(try object(#"{"items":[{"provider":"a","token":"t"},5,{"token":"t"}]}"#), maximumItems: 3)

@@ -15,15 +15,18 @@ public struct JSONParser {
 
     /// Parses one JSON document.
     public static func parse(_ bytes: some Collection<UInt8>) throws(Error) -> JSONValue {
-        let array = (bytes as? [UInt8]) ?? Array(bytes)
-        return try array.withUnsafeBufferPointer { (buffer) throws(Error) -> JSONValue in
-            var parser = Cursor(bytes: buffer)
-            parser.skipWhitespace()
-            let value = try parser.parseValue(depth: 0)
-            parser.skipWhitespace()
-            guard parser.position == buffer.count else { throw parser.error("trailing data after the JSON value") }
-            return value
-        }
+        // Read in place when the bytes are contiguous (a server's receive buffer): a batch body is not copied first.
+        let parsed = bytes.withContiguousStorageIfAvailable { buffer in Result { () throws(Error) in try parse(buffer) } }
+        return try (parsed ?? Array(bytes).withUnsafeBufferPointer { buffer in Result { () throws(Error) in try parse(buffer) } }).get()
+    }
+
+    static func parse(_ buffer: UnsafeBufferPointer<UInt8>) throws(Error) -> JSONValue {
+        var parser = Cursor(bytes: buffer)
+        parser.skipWhitespace()
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        guard parser.position == buffer.count else { throw parser.error("trailing data after the JSON value") }
+        return value
     }
 
     /// Parses a document that must be a JSON object.

@@ -55,6 +55,85 @@ public struct VerifyRequest: Sendable, Equatable {
         }
     }
 
+    /// A `POST /v1/verify` body decoded: what `VerifyRequest(parseBody(bytes))` gives, without building a JSON tree
+    /// when the body is one object of the four members, each at most once and of its own type (what clients send).
+    /// Any other body (an unknown or repeated member, another type, an empty string, bad JSON) is decoded by the
+    /// general path, which words the error: the direct reader only ever accepts, with the general parser's string
+    /// decoder, a subset of what the general path accepts, and a test holds the two to the same requests.
+    public static func decodeBody(_ bytes: some Collection<UInt8>) throws(VerificationError) -> VerifyRequest {
+        let direct: VerifyRequest?? = bytes.withContiguousStorageIfAvailable { Self.directly($0) }
+        if let decoded = direct ?? Array(bytes).withUnsafeBufferPointer({ Self.directly($0) }) { return decoded }
+        return try VerifyRequest(parseBody(bytes))
+    }
+
+    /// The request in `buffer` when it is the plain shape ``decodeBody(_:)`` describes; nil for anything else.
+    static func directly(_ buffer: UnsafeBufferPointer<UInt8>) -> VerifyRequest? {
+        var cursor = JSONParser.Cursor(bytes: buffer)
+        func next(_ byte: Unicode.Scalar) -> Bool {
+            cursor.skipWhitespace()
+            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: byte) else { return false }
+            cursor.position += 1
+            return true
+        }
+        func nonEmptyString() -> String? {
+            cursor.skipWhitespace()
+            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\""),
+                let string = try? cursor.parseString(), !string.isEmpty
+            else { return nil }
+            return string
+        }
+        func literal(_ text: StaticString) -> Bool { (try? cursor.expectLiteral(text)) != nil }
+        guard next("{") else { return nil }
+        var provider: String? = nil
+        var token: String? = nil
+        var nonce: String? = nil
+        var explain = false
+        var seen = 0  // one bit per member: a repeated member is left to the general path
+        repeat {
+            cursor.skipWhitespace()
+            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\""),
+                let name = try? cursor.parseString(), next(":")
+            else { return nil }
+            cursor.skipWhitespace()
+            guard cursor.position < buffer.count else { return nil }
+            let first = buffer[cursor.position]
+            let member: Int
+            if name.sameBytes(as: "provider") {
+                member = 1
+                guard let value = nonEmptyString() else { return nil }
+                provider = value
+            } else if name.sameBytes(as: "token") {
+                member = 2
+                guard let value = nonEmptyString() else { return nil }
+                token = value
+            } else if name.sameBytes(as: "nonce") {
+                member = 4
+                if first == UInt8(ascii: "n") {
+                    guard literal("null") else { return nil }
+                } else {
+                    guard let value = nonEmptyString() else { return nil }
+                    nonce = value
+                }
+            } else if name.sameBytes(as: "explain") {
+                member = 8
+                switch first {
+                case UInt8(ascii: "t"): explain = true
+                case UInt8(ascii: "f"), UInt8(ascii: "n"): explain = false
+                default: return nil
+                }
+                guard literal(first == UInt8(ascii: "t") ? "true" : first == UInt8(ascii: "f") ? "false" : "null") else { return nil }
+            } else {
+                return nil
+            }
+            guard seen & member == 0 else { return nil }
+            seen |= member
+        } while next(",")
+        guard next("}") else { return nil }
+        cursor.skipWhitespace()
+        guard cursor.position == buffer.count, let provider, let token else { return nil }
+        return VerifyRequest(provider: provider, token: token, nonce: nonce, explain: explain)
+    }
+
     /// The entries of a `POST /v1/verify/batch` body: `{"items": [...]}` with at most `maximumItems` entries.
     /// Each entry is decoded on its own (``item(_:)``) so one bad item does not spoil the others.
     public static func batchItems(_ object: JSONObject, maximumItems: Int) throws(VerificationError) -> [JSONValue] {
