@@ -25,6 +25,9 @@ final class ServiceMetrics: Sendable {
 
     private let slots: [Slot]
     private let unknownSlot: Int
+    /// Forward-auth answers for names that are not configured: 404s, counted as `enforce` whatever mode a provider
+    /// configured as "unknown" has.
+    private let unknownForwardAuthOutcomes: [Counter]
 
     /// - Parameter providers: each configured provider with its forward-auth mode.
     init(providers: [(name: String, forwardAuthMode: ForwardAuthPolicy.Mode)]) {
@@ -41,6 +44,9 @@ final class ServiceMetrics: Sendable {
                 })
         }
         var slots = providers.map { slot($0.name, $0.forwardAuthMode) }
+        unknownForwardAuthOutcomes = Self.outcomeNames.map {
+            Counter(label: "tokenguard_forward_auth_total", dimensions: [("provider", "unknown"), ("mode", "enforce"), ("outcome", $0)])
+        }
         // A provider configured as "unknown" shares its series with unknown names rather than repeating them.
         if let configured = slots.firstIndex(where: { $0.provider.sameBytes(as: "unknown") }) {
             unknownSlot = configured
@@ -63,9 +69,11 @@ final class ServiceMetrics: Sendable {
     }
 
     /// The slot of a configured provider, byte for byte; "unknown" for any other name.
-    func slot(_ provider: String) -> Slot {
+    func slot(_ provider: String) -> Slot { configuredSlot(provider) ?? slots[unknownSlot] }
+
+    private func configuredSlot(_ provider: String) -> Slot? {
         for slot in slots where slot.provider.sameBytes(as: provider) { return slot }
-        return slots[unknownSlot]
+        return nil
     }
 
     func record(provider: String, result: VerificationResult, startedAt: DispatchTime) {
@@ -74,9 +82,10 @@ final class ServiceMetrics: Sendable {
         slot.duration.record(nanoseconds: DispatchTime.now().uptimeNanoseconds &- startedAt.uptimeNanoseconds)
     }
 
-    /// A forward-auth answer, counted under the provider's configured mode (unknown providers: `enforce`).
+    /// A forward-auth answer, counted under the provider's configured mode (names not configured: `enforce`).
     func countForwardAuth(provider: String, result: VerificationResult) {
-        slot(provider).forwardAuthOutcomes[Self.outcomeIndex(result)].increment()
+        let outcomes = configuredSlot(provider)?.forwardAuthOutcomes ?? unknownForwardAuthOutcomes
+        outcomes[Self.outcomeIndex(result)].increment()
     }
 
     /// The duration histograms in the Prometheus text format, to follow the registry's own text in `/metrics`.

@@ -70,7 +70,15 @@ struct ForwardAuthE2ETests {
     func directChecks() async throws {
         let workspace = try TempWorkspace()
         let key = try SharedTestKeys.rsa()
-        let server = try await ServerProcess(arguments: ["--config", try config(workspace, key: key)], workspace: workspace)
+        // A provider named "unknown", in shadow mode: names that are not configured are still counted as enforce's 404s.
+        let unknown = """
+              unknown:
+                kind: apple
+                audiences: ["\(ProviderTokens.appleAudience)"]
+                jwks_file: "\(workspace.url.appendingPathComponent("jwks.json").path)"
+                forward_auth: { mode: shadow }
+            """
+        let server = try await ServerProcess(arguments: ["--config", try config(workspace, key: key, extra: unknown)], workspace: workspace)
         defer { server.stop() }
         let token = try appleToken(key)
 
@@ -143,9 +151,16 @@ struct ForwardAuthE2ETests {
         let head = try check(server, "HEAD", "/v1/authz/apple/x", bearer(forged(token)))
         #expect(head.status == 401 && head.body.isEmpty)
 
+        // Every series is made at start: their values, not their presence, say what was counted.
         let metrics = String(decoding: try await server.get("/metrics").body, as: UTF8.self)
-        #expect(metrics.contains(#"tokenguard_forward_auth_total{provider="apple_shadow",mode="shadow",outcome="invalid_signature"}"#))
-        #expect(metrics.contains(#"tokenguard_forward_auth_total{provider="apple",mode="enforce",outcome="valid"}"#))
+        func count(_ labels: String) -> Int? {
+            let prefix = "tokenguard_forward_auth_total{\(labels)} "
+            return metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Int($0.dropFirst(prefix.count)) }
+        }
+        #expect(count(#"provider="apple_shadow",mode="shadow",outcome="invalid_signature""#) == 1)
+        #expect((count(#"provider="apple",mode="enforce",outcome="valid""#) ?? 0) >= 1)
+        #expect(count(#"provider="unknown",mode="enforce",outcome="unknown_provider""#) == 7)
+        #expect(count(#"provider="unknown",mode="shadow",outcome="unknown_provider""#) == 0)
         #expect(!server.log().contains(token))
     }
 

@@ -307,8 +307,12 @@ struct ServerE2ETests {
         #expect(listed?["key_ids"] == .array([.string(setup.key.keyID)]))
         #expect(listed?["kind"] == .string("apple"))
         let metrics = String(decoding: try await setup.server.get("/metrics").body, as: UTF8.self)
-        #expect(metrics.contains("tokenguard_verifications_total"))
-        #expect(metrics.contains("outcome=\"keys_unavailable\""))
+        // Every verification series is made at start: the values say what was counted.
+        func value(_ series: String) -> Int? {
+            metrics.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Int($0.dropFirst(series.count + 1)) }
+        }
+        #expect((value(#"tokenguard_verifications_total{provider="apple",outcome="keys_unavailable"}"#) ?? 0) >= 1)
+        #expect((value(#"tokenguard_verifications_total{provider="apple",outcome="valid"}"#) ?? 0) >= 1)
         #expect(metrics.contains("tokenguard_jwks_fetches_total"))
         #expect(metrics.contains("tokenguard_verification_duration_seconds_count{provider=\"apple\"}"))
         #expect(try await setup.server.get("/healthz").status == 200)
