@@ -30,14 +30,30 @@ enum RequestTimeout {
     }
 
     static func run(seconds: Int, _ work: @escaping @Sendable () async throws -> Response) async throws -> Response {
-        try await first(seconds: seconds, work)
+        try await first(seconds: seconds, onTimeout: { .failure(timeoutError(seconds)) }, work)
+    }
+
+    /// `work`'s answer within `seconds`, or else `onTimeout`'s, made when the deadline passes (the work is cancelled):
+    /// for an answer that can say what was done in time (a batch's finished items).
+    static func answer<Answer: Sendable>(
+        seconds: Int, onTimeout: @escaping @Sendable () -> Answer, _ work: @escaping @Sendable () async -> Answer
+    ) async -> Answer {
+        do {
+            return try await first(seconds: seconds, onTimeout: { .success(onTimeout()) }, work)
+        } catch {
+            return onTimeout()  // not reached: neither the work nor the timeout fails
+        }
+    }
+
+    static func timeoutError(_ seconds: Int) -> APIError {
+        APIError(status: .serviceUnavailable, code: .requestTimeout, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
     }
 
     /// A verification result within `seconds`, or `request_timeout` (forward-auth answers even a timeout itself:
     /// in shadow mode it is a 200 like every other verdict).
     static func result(seconds: Int, _ work: @escaping @Sendable () async -> VerificationResult) async -> VerificationResult {
         do {
-            return try await first(seconds: seconds, work)
+            return try await first(seconds: seconds, onTimeout: { .failure(timeoutError(seconds)) }, work)
         } catch {
             return .failure(VerificationError(.requestTimeout, "request not answered within \(seconds) s", retryAfterSeconds: 1))
         }
@@ -54,14 +70,14 @@ enum RequestTimeout {
 
     /// The work runs in one task of its own (so that a timed-out answer need not wait for it); the deadline is kept
     /// by the shared ``DeadlineWheel`` rather than a sleeping timer task per request.
-    private static func first<Answer: Sendable>(seconds: Int, _ work: @escaping @Sendable () async throws -> Answer) async throws -> Answer {
+    private static func first<Answer: Sendable>(
+        seconds: Int, onTimeout: @escaping @Sendable () -> Result<Answer, any Error>, _ work: @escaping @Sendable () async throws -> Answer
+    ) async throws -> Answer {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answer, any Error>) in
             let answer = FirstAnswer(continuation)
             let task = Locked<Task<Void, Never>?>(nil)
             let deadline = DeadlineWheel.shared.add(after: Double(seconds)) {
-                let error = APIError(
-                    status: .serviceUnavailable, code: .requestTimeout, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
-                if answer.deliver(.failure(error)) { task.withLock { $0 }?.cancel() }
+                if answer.deliver(onTimeout()) { task.withLock { $0 }?.cancel() }
             }
             task.withLock {
                 $0 = Task {

@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import TokenGuardCore
 import TokenGuardService
+import TokenGuardSync
 
 /// `POST /v1/verify` and `POST /v1/verify/batch`.
 struct VerifyRoutes: Sendable {
@@ -38,7 +39,7 @@ struct VerifyRoutes: Sendable {
             let object = try await JSONRequestBody.read(
                 request, context.channel, limit: settings.maximumBatchBodyBytes, closingAfter: settings.requestTimeoutSeconds)
             let elapsed = Int((ContinuousClock.now - started).components.seconds)
-            return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await batch(object) }
+            return try await batch(object, seconds: max(1, seconds - elapsed))
         }
     }
 
@@ -83,7 +84,11 @@ struct VerifyRoutes: Sendable {
         }
     }
 
-    func batch(_ object: JSONObject) async throws -> Response {
+    /// A batch's verdicts, in order. Items not finished within `seconds` are answered `request_timeout` (no `valid`:
+    /// retry them) beside the verdicts of those that finished: a 503 for the whole batch would make the client send
+    /// again tokens whose verdicts were already made, and whose replay claims already taken, so a retried valid
+    /// token would come back `token_replayed`.
+    func batch(_ object: JSONObject, seconds: Int) async throws -> Response {
         let items: [JSONValue]
         do {
             items = try VerifyRequest.batchItems(object, maximumItems: settings.maximumBatchItems)
@@ -94,7 +99,16 @@ struct VerifyRoutes: Sendable {
         // clients' requests on the shared executor (with two clients looping on maximal batches, a third client's
         // p99 would go from 3 ms to over 400 ms).
         let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
-        let results = await Self.verifyItems(items, width: width, registry: registry, metrics: metrics)
+        let progress = BatchProgress(count: items.count)
+        let (registry, metrics) = (self.registry, self.metrics)
+        let results = await RequestTimeout.answer(
+            seconds: seconds,
+            onTimeout: {
+                let timedOut = VerificationResult.failure(
+                    VerificationError(.requestTimeout, "item not verified within \(seconds) s", retryAfterSeconds: 1))
+                return zip(items, progress.finished()).map { entry, verdict in verdict ?? Self.entryVerdict(entry, timedOut) }
+            },
+            { await Self.verifyItems(items, width: width, registry: registry, metrics: metrics, progress: progress) })
         var body = Array(#"{"results":["#.utf8)
         for (index, result) in results.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
@@ -104,21 +118,37 @@ struct VerifyRoutes: Sendable {
         return JSONResponse.make(bytes: body)
     }
 
-    /// The items' verdicts in order, at most `width` in flight. The results are written into an array outside the
-    /// task group: returning them from the group's closure was miscompiled at -O (Swift 6.3.1), handing the caller
-    /// uninitialised memory; a release server crashed on `{"items": []}`.
-    static func verifyItems(_ items: [JSONValue], width: Int, registry: VerifierRegistry, metrics: ServiceMetrics) async -> [[UInt8]] {
+    /// The verdicts of a batch's items as they finish, for an answer made at the deadline.
+    final class BatchProgress: Sendable {
+        private let verdicts: Locked<[[UInt8]?]>
+
+        init(count: Int) { verdicts = Locked([[UInt8]?](repeating: nil, count: count)) }
+
+        func record(_ index: Int, _ verdict: [UInt8]) { verdicts.withLock { $0[index] = verdict } }
+
+        /// Each item's verdict, nil for those not finished yet.
+        func finished() -> [[UInt8]?] { verdicts.withLock { $0 } }
+    }
+
+    /// The items' verdicts in order, at most `width` in flight, each recorded in `progress` as it finishes. The
+    /// results are written into an array outside the task group: returning them from the group's closure was
+    /// miscompiled at -O (Swift 6.3.1), handing the caller uninitialised memory; a release server crashed on
+    /// `{"items": []}`.
+    static func verifyItems(
+        _ items: [JSONValue], width: Int, registry: VerifierRegistry, metrics: ServiceMetrics, progress: BatchProgress? = nil
+    ) async -> [[UInt8]] {
         var ordered = [[UInt8]](repeating: [], count: items.count)
         // On the shared pool, not the connection's event loop: a batch's items verify on every core, and a batch of
         // 1,000 does not hold up the other connections served by that loop.
         await withTaskExecutorPreference(globalConcurrentExecutor) {
-            await verifyItems(items, width: width, registry: registry, metrics: metrics, into: &ordered)
+            await verifyItems(items, width: width, registry: registry, metrics: metrics, progress: progress, into: &ordered)
         }
         return ordered
     }
 
     private static func verifyItems(
-        _ items: [JSONValue], width: Int, registry: VerifierRegistry, metrics: ServiceMetrics, into ordered: inout [[UInt8]]
+        _ items: [JSONValue], width: Int, registry: VerifierRegistry, metrics: ServiceMetrics, progress: BatchProgress?,
+        into ordered: inout [[UInt8]]
     ) async {
         await withTaskGroup(of: (Int, [UInt8]).self) { group in
             var next = 0
@@ -129,6 +159,7 @@ struct VerifyRoutes: Sendable {
             }
             while let (index, value) = await group.next() {
                 ordered[index] = value
+                progress?.record(index, value)
                 if next < items.count {
                     let (index, entry) = (next, items[next])
                     group.addTask { (index, await Self.verifyItem(entry, registry: registry, metrics: metrics)) }
@@ -136,6 +167,13 @@ struct VerifyRoutes: Sendable {
                 }
             }
         }
+    }
+
+    /// A batch entry's verdict as JSON text, its id first (as `tokenguard batch` does; contract: "Batch ids"), for an
+    /// entry that may not be a valid item.
+    static func entryVerdict(_ entry: JSONValue, _ result: VerificationResult) -> [UInt8] {
+        let verdict = result.jsonBytes(provider: entry.objectValue?["provider"]?.stringValue)
+        return entry.objectValue?["id"].map { JSONWriter.withLeadingID($0, verdict) } ?? verdict
     }
 
     /// One batch entry's verdict, as JSON text: its own `invalid_request` when it is not a valid item.
@@ -146,8 +184,7 @@ struct VerifyRoutes: Sendable {
         do throws(VerificationError) {
             item = try VerifyRequest.item(entry)
         } catch {
-            return withID(
-                entry.objectValue?["id"], VerificationResult.failure(error).jsonBytes(provider: entry.objectValue?["provider"]?.stringValue))
+            return entryVerdict(entry, .failure(error))
         }
         let started = DispatchTime.now()
         let (result, explanation) = await registry.verify(

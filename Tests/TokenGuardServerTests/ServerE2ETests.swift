@@ -223,6 +223,32 @@ struct ServerE2ETests {
         }
     }
 
+    @Test("a batch not finished within the request timeout answers the finished items' verdicts, and request_timeout for the rest")
+    func batchTimeoutKeepsFinishedVerdicts() async throws {
+        let setup = try await start(extraConfig: "server: { request_timeout_seconds: 1 }\nreplay: { store: memory }")
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        // The first item verifies at once with the keys in hand, and its replay claim is taken; the second waits on a
+        // refetch from an IdP that now answers after 3 s.
+        setup.state.delay.withLock { $0 = 3 }
+        let now = Int64(Date().timeIntervalSince1970)
+        let valid = try setup.key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let waiting = try setup.key.sign(ProviderTokens.apple(now: now, rawNonce: nonce), keyID: "not-in-the-jwks")
+        let items = [("a", valid), ("b", waiting)].map { "{\"id\":\"\($0.0)\",\"provider\":\"apple\",\"token\":\"\($0.1)\",\"nonce\":\"\(nonce)\"}" }
+        let started = Date()
+        let response = try await setup.server.post("/v1/verify/batch", "{\"items\":[\(items.joined(separator: ","))]}")
+        #expect(Date().timeIntervalSince(started) < 2.9, "answered at the request timeout, not after the IdP")
+        // Not a 503 for the whole batch: the client would send the first token again, and its claim is taken.
+        #expect(response.status == 200, "\(String(decoding: response.body, as: UTF8.self))")
+        let results = try json(response)["results"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(results.count == 2)
+        #expect(results.first?["id"] == .string("a") && results.first?["valid"] == .bool(true))
+        #expect(results.last?["id"] == .string("b") && results.last?["valid"] == nil, "undecided: no valid")
+        #expect(results.last?["error"]?.objectValue?["code"] == .string("request_timeout"))
+        let again = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(valid)\",\"nonce\":\"\(nonce)\"}")
+        #expect(try json(again)["error"]?.objectValue?["code"] == .string("token_replayed"), "the first item's verdict was made once")
+    }
+
     @Test("every route that reads a body closes a connection whose body has not come within the request timeout")
     func unfinishedBodiesAreCutOff() async throws {
         let setup = try await start(extraConfig: "server: { request_timeout_seconds: 1 }")
