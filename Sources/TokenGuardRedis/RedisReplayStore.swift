@@ -117,7 +117,7 @@ package final class RedisReplayStore: ReplayStore {
         }
     }
 
-    static let abandoned = VerificationError(.requestTimeout, "the request was answered before its replay claim", retryAfterSeconds: 1)
+    static let abandoned = ReplayGuard.abandoned
 
     /// Deletes the keys that still hold this claim's id. Only this claim's own keys go: another claim's id never matches.
     static let releaseScript = """

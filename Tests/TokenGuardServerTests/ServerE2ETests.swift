@@ -249,6 +249,29 @@ struct ServerE2ETests {
         #expect(try json(again)["error"]?.objectValue?["code"] == .string("token_replayed"), "the first item's verdict was made once")
     }
 
+    @Test("a verification answered 503 at the request timeout takes no replay claim when it finishes later: the retry is accepted")
+    func timedOutVerificationClaimsNothing() async throws {
+        let setup = try await start(extraConfig: "server: { request_timeout_seconds: 1 }\nreplay: { store: memory }")
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        // The IdP now also publishes the key under a new kid, after 3 s: a token with that kid waits on the refetch past
+        // the request timeout, and its verification goes on after the 503.
+        let rotated = TestKey(signingKey: setup.key.signingKey, keyID: "rotated", algorithm: .rs256)
+        let jwks = try SharedTestKeys.jwks([setup.key, rotated])
+        setup.state.jwks.withLock { $0 = jwks }
+        setup.state.delay.withLock { $0 = 3 }
+        let token = try rotated.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}"
+        let first = try await setup.server.post("/v1/verify", body)
+        #expect(first.status == 503, "\(String(decoding: first.body, as: UTF8.self))")
+        try await Task.sleep(for: .milliseconds(3500))  // the refetch has come back and the verification has finished
+        setup.state.delay.withLock { $0 = 0 }
+        let retry = try await setup.server.post("/v1/verify", body)
+        #expect(retry.status == 200, "the client's retry: \(String(decoding: retry.body, as: UTF8.self))")
+        let again = try await setup.server.post("/v1/verify", body)
+        #expect(try json(again)["error"]?.objectValue?["code"] == .string("token_replayed"), "and only once")
+    }
+
     @Test("every route that reads a body closes a connection whose body has not come within the request timeout")
     func unfinishedBodiesAreCutOff() async throws {
         let setup = try await start(extraConfig: "server: { request_timeout_seconds: 1 }")

@@ -113,7 +113,8 @@ package struct VerifierRegistry: Sendable {
             }
             if let store {
                 for provider in configuration.providers where provider.policy != nil && !provider.replayOptOut {
-                    guards[provider.name] = ReplayGuard(store: store, leewaySeconds: configuration.leewaySeconds, clock: clock)
+                    guards[provider.name] = ReplayGuard(
+                        provider: provider.name, store: store, leewaySeconds: configuration.leewaySeconds, clock: clock)
                 }
             }
         }

@@ -62,6 +62,10 @@ package final class MemoryReplayStore: ReplayStore {
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         let now = clock.seconds
         return state.withLock { state in
+            // A cancelled request was answered already (its timeout's 503, or its batch's answer at the deadline): a
+            // claim now would never reach the client, and the client's retry would meet `token_replayed`. (The Redis
+            // store does the same, and takes back a claim that ran while its request was cancelled.)
+            if Task.isCancelled { return .failure(ReplayGuard.abandoned) }
             for key in keys {
                 if let deadline = state.deadlines[key], deadline > now { return .success(false) }
             }
@@ -92,11 +96,21 @@ package struct ReplayGuard: Sendable {
     package let store: any ReplayStore
     package let leewaySeconds: Int64
     private let clock: WallClock
+    /// `tokenguard_replay_checks_total{provider,outcome}`: first use, replay, store error. Made once: a metric handle
+    /// made per check is a lookup in the metrics registry under its lock.
+    private let outcomes: (firstUse: Counter, replay: Counter, storeError: Counter)
 
-    package init(store: any ReplayStore, leewaySeconds: Int64, clock: WallClock = .system) {
+    /// The answer to a claim its request no longer waits for (never delivered).
+    package static let abandoned = VerificationError(.requestTimeout, "the request was answered before its replay claim", retryAfterSeconds: 1)
+
+    package init(provider: String, store: any ReplayStore, leewaySeconds: Int64, clock: WallClock = .system) {
         self.store = store
         self.leewaySeconds = leewaySeconds
         self.clock = clock
+        func counter(_ outcome: String) -> Counter {
+            Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", outcome)])
+        }
+        outcomes = (counter("first_use"), counter("replay"), counter("store_error"))
     }
 
     package func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
@@ -106,13 +120,13 @@ package struct ReplayGuard: Sendable {
         let expiresAt = (verdict.expiresAt ?? clock.seconds + 3600) + leewaySeconds
         switch await store.claim(keys: keys, expiresAt: expiresAt) {
         case .success(true):
-            Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", "first_use")]).increment()
+            outcomes.firstUse.increment()
             return result
         case .success(false):
-            Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", "replay")]).increment()
+            outcomes.replay.increment()
             return .failure(VerificationError(.tokenReplayed, "this token, or its nonce, was already used with \(provider)"))
         case .failure(let error):
-            Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", "store_error")]).increment()
+            outcomes.storeError.increment()
             return .failure(error)
         }
     }
