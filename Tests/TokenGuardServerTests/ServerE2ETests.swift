@@ -270,6 +270,9 @@ struct ServerE2ETests {
         #expect(retry.status == 200, "the client's retry: \(String(decoding: retry.body, as: UTF8.self))")
         let again = try await setup.server.post("/v1/verify", body)
         #expect(try json(again)["error"]?.objectValue?["code"] == .string("token_replayed"), "and only once")
+        let metrics = String(decoding: try await setup.server.get("/metrics").body, as: UTF8.self).split(separator: "\n")
+        #expect(metrics.contains(#"tokenguard_replay_checks_total{provider="apple",outcome="first_use"} 1"#))
+        #expect(metrics.contains(#"tokenguard_replay_checks_total{provider="apple",outcome="replay"} 1"#))
     }
 
     @Test("every route that reads a body closes a connection whose body has not come within the request timeout")

@@ -35,6 +35,9 @@ package final class JWKSKeySource: KeySource {
     private let clock: WallClock
     private let logger: Logger
     private let state: Locked<State>
+    /// `tokenguard_unknown_kid_refetches_total{outcome}`, made once: a flood of unknown kids counts without a lookup in
+    /// the metrics registry (and its lock) under this source's lock.
+    private let unknownKidRefetches: (performed: Counter, suppressed: Counter)
     private static let archiveQueue = DispatchQueue(label: "tokenguard.key-archive")
 
     struct State {
@@ -61,6 +64,10 @@ package final class JWKSKeySource: KeySource {
         self.provider = provider
         self.location = location
         self.drift = DriftMonitor(provider: provider)
+        unknownKidRefetches = (
+            Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "performed")]),
+            Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "suppressed")])
+        )
         if case .discovery(let issuer, _, _) = location {
             self.watchedDiscoveryURL = (issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer) + "/.well-known/openid-configuration"
         } else {
@@ -120,13 +127,11 @@ package final class JWKSKeySource: KeySource {
             if usable {
                 // Unknown kid with good keys in hand: one refetch per cooldown.
                 guard now - state.lastUnknownKeyRefetch >= policy.unknownKeyCooldown else {
-                    Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "suppressed")])
-                        .increment()
+                    unknownKidRefetches.suppressed.increment()
                     return suppressed(state, now: now)
                 }
                 state.lastUnknownKeyRefetch = now
-                Counter(label: "tokenguard_unknown_kid_refetches_total", dimensions: [("provider", provider), ("outcome", "performed")])
-                    .increment()
+                unknownKidRefetches.performed.increment()
             } else if now < state.nextAttemptAt {
                 return suppressed(state, now: now)  // backing off after failures
             }

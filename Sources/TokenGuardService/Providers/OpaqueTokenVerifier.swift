@@ -23,6 +23,9 @@ package struct OpaqueTokenVerifier: Sendable {
     package let limiter: InspectionLimiter
     private let logger: Logger
     private let clock: WallClock
+    /// Made once: a cached answer is counted without a lookup in the metrics registry under its lock.
+    private let cacheHits: Counter
+    private let inspectionsRefused: Counter
 
     package init(
         inspector: any OpaqueTokenInspector, cache: OpaqueVerdictCache = OpaqueVerdictCache(), limits: InspectionLimiter.Limits = .init(),
@@ -33,17 +36,19 @@ package struct OpaqueTokenVerifier: Sendable {
         self.limiter = InspectionLimiter(limits: limits, now: clock.now)
         self.logger = logger
         self.clock = clock
+        cacheHits = Counter(label: "tokenguard_cache_hits_total", dimensions: [("provider", inspector.providerName), ("cache", "opaque")])
+        inspectionsRefused = Counter(label: "tokenguard_inspections_refused_total", dimensions: [("provider", inspector.providerName)])
     }
 
     package func verify(token: String) async -> VerificationResult {
         if let error = inspector.validateShape(token) { return .failure(error) }
         let now = clock.now
         if let cached = cache.lookup(token, now: now) {
-            Counter(label: "tokenguard_cache_hits_total", dimensions: [("provider", inspector.providerName), ("cache", "opaque")]).increment()
+            cacheHits.increment()
             return cached
         }
         if let reason = limiter.acquire(now: now) {
-            Counter(label: "tokenguard_inspections_refused_total", dimensions: [("provider", inspector.providerName)]).increment()
+            inspectionsRefused.increment()
             return .failure(
                 VerificationError(.keysUnavailable, "\(inspector.providerName) token inspection is busy: \(reason)", retryAfterSeconds: 1))
         }
