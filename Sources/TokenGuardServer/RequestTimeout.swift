@@ -36,13 +36,25 @@ enum RequestTimeout {
     /// `work`'s answer within `seconds`, or else `onTimeout`'s, made when the deadline passes (the work is cancelled):
     /// for an answer that can say what was done in time (a batch's finished items).
     static func answer<Answer: Sendable>(
-        seconds: Int, onTimeout: @escaping @Sendable () -> Answer, _ work: @escaping @Sendable () async -> Answer
+        seconds: Int, onTimeout: @escaping @Sendable () async -> Answer, _ work: @escaping @Sendable () async -> Answer
     ) async -> Answer {
-        do {
-            return try await first(seconds: seconds, onTimeout: { .success(onTimeout()) }, work)
-        } catch {
-            return onTimeout()  // not reached: neither the work nor the timeout fails
+        let answered = try? await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answer, any Error>) in
+            let answer = FirstAnswer(continuation)
+            let task = Locked<Task<Void, Never>?>(nil)
+            let deadline = DeadlineWheel.shared.add(after: Double(seconds)) {
+                task.withLock { $0 }?.cancel()
+                Task { _ = answer.deliver(.success(await onTimeout())) }
+            }
+            task.withLock {
+                $0 = Task {
+                    _ = answer.deliver(.success(await work()))
+                    DeadlineWheel.shared.remove(deadline)
+                }
+            }
         }
+        // Never nil: neither the work nor the timeout's answer fails.
+        if let answered { return answered }
+        return await onTimeout()
     }
 
     static func timeoutError(_ seconds: Int) -> APIError {
@@ -77,7 +89,11 @@ enum RequestTimeout {
             let answer = FirstAnswer(continuation)
             let task = Locked<Task<Void, Never>?>(nil)
             let deadline = DeadlineWheel.shared.add(after: Double(seconds)) {
-                if answer.deliver(onTimeout()) { task.withLock { $0 }?.cancel() }
+                // Cancelled before the timeout's answer is made: work that has not claimed a token's replay entry by
+                // then claims none (the stores refuse a cancelled request's claim), so an answer made now from what
+                // has finished leaves no claim behind that it does not report.
+                task.withLock { $0 }?.cancel()
+                _ = answer.deliver(onTimeout())
             }
             task.withLock {
                 $0 = Task {

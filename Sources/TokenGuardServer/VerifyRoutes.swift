@@ -101,14 +101,20 @@ struct VerifyRoutes: Sendable {
         let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
         let progress = BatchProgress(count: items.count)
         let (registry, metrics) = (self.registry, self.metrics)
-        let results = await RequestTimeout.answer(
-            seconds: seconds,
-            onTimeout: {
-                let timedOut = VerificationResult.failure(
-                    VerificationError(.requestTimeout, "item not verified within \(seconds) s", retryAfterSeconds: 1))
-                return zip(items, progress.finished()).map { entry, verdict in verdict ?? Self.entryVerdict(entry, timedOut) }
-            },
-            { await Self.verifyItems(items, width: width, registry: registry, metrics: metrics, progress: progress) })
+        // At the deadline: what has finished, and for the rest their own verdict or `request_timeout`. The work gives
+        // the same answer when it finds itself cancelled (it may finish between the cancellation and the deadline's
+        // answer, with items never started).
+        let answeredAtDeadline: @Sendable () async -> [[UInt8]] = {
+            let timedOut = VerificationResult.failure(
+                VerificationError(.requestTimeout, "item not verified within \(seconds) s", retryAfterSeconds: 1))
+            return zip(items, await progress.close()).map { entry, verdict in
+                verdict ?? Self.verdictWithoutVerifying(entry, registry: registry) ?? Self.entryVerdict(entry, timedOut)
+            }
+        }
+        let results = await RequestTimeout.answer(seconds: seconds, onTimeout: answeredAtDeadline) {
+            let verdicts = await Self.verifyItems(items, width: width, registry: registry, metrics: metrics, progress: progress)
+            return Task.isCancelled ? await answeredAtDeadline() : verdicts
+        }
         var body = Array(#"{"results":["#.utf8)
         for (index, result) in results.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
@@ -118,16 +124,79 @@ struct VerifyRoutes: Sendable {
         return JSONResponse.make(bytes: body)
     }
 
+    /// The verdict of an item that needs no verification: not a valid item, or an unknown provider.
+    static func verdictWithoutVerifying(_ entry: JSONValue, registry: VerifierRegistry) -> [UInt8]? {
+        do throws(VerificationError) {
+            let item = try VerifyRequest.item(entry)
+            guard registry.configuredName(item.provider) == nil else { return nil }
+            return entryVerdict(entry, .failure(VerifierRegistry.unknownProvider(item.provider)))
+        } catch {
+            return entryVerdict(entry, .failure(error))
+        }
+    }
+
     /// The verdicts of a batch's items as they finish, for an answer made at the deadline.
+    ///
+    /// Every verdict whose replay claim was taken is in that answer: an item takes its claim only while the batch is
+    /// open (``admitClaim(_:)``, through the item's ``ReplayClaimGate``), and closing waits for the items that took one
+    /// to record their verdicts (a claim in flight on Redis: at most its command timeout). An item answered
+    /// `request_timeout` has no claim behind it, so the client's retry is not `token_replayed` (red team: valid tokens
+    /// lost when the deadline fell between an item's claim and the recording of its verdict).
     final class BatchProgress: Sendable {
-        private let verdicts: Locked<[[UInt8]?]>
+        private struct State {
+            var verdicts: [[UInt8]?]
+            var closed = false
+            /// Items that took a claim and have not recorded their verdict yet.
+            var claiming: Set<Int> = []
+            var waiting: [CheckedContinuation<[[UInt8]?], Never>] = []
+        }
+        private let state: Locked<State>
 
-        init(count: Int) { verdicts = Locked([[UInt8]?](repeating: nil, count: count)) }
+        init(count: Int) { state = Locked(State(verdicts: [[UInt8]?](repeating: nil, count: count))) }
 
-        func record(_ index: Int, _ verdict: [UInt8]) { verdicts.withLock { $0[index] = verdict } }
+        struct ItemGate: ReplayClaimGate {
+            let progress: BatchProgress
+            let index: Int
+            func admitClaim() -> Bool { progress.admitClaim(index) }
+        }
 
-        /// Each item's verdict, nil for those not finished yet.
-        func finished() -> [[UInt8]?] { verdicts.withLock { $0 } }
+        func gate(_ index: Int) -> ItemGate { ItemGate(progress: self, index: index) }
+
+        func admitClaim(_ index: Int) -> Bool {
+            state.withLock { state in
+                guard !state.closed else { return false }
+                state.claiming.insert(index)
+                return true
+            }
+        }
+
+        /// An item's verdict: kept when the batch is open or the item took its claim before it closed.
+        func record(_ index: Int, _ verdict: [UInt8]) {
+            let (waiting, verdicts) = state.withLock { state -> ([CheckedContinuation<[[UInt8]?], Never>], [[UInt8]?]) in
+                let claimed = state.claiming.remove(index) != nil
+                if !state.closed || claimed { state.verdicts[index] = verdict }
+                guard state.closed, state.claiming.isEmpty else { return ([], []) }
+                defer { state.waiting = [] }
+                return (state.waiting, state.verdicts)
+            }
+            for continuation in waiting { continuation.resume(returning: verdicts) }
+        }
+
+        /// Each item's verdict, nil for those that finished without one; no claim is admitted after, and the items
+        /// that took a claim are waited for.
+        func close() async -> [[UInt8]?] {
+            await withCheckedContinuation { continuation in
+                let verdicts = state.withLock { state -> [[UInt8]?]? in
+                    state.closed = true
+                    guard state.claiming.isEmpty else {
+                        state.waiting.append(continuation)
+                        return nil
+                    }
+                    return state.verdicts
+                }
+                if let verdicts { continuation.resume(returning: verdicts) }
+            }
+        }
     }
 
     /// The items' verdicts in order, at most `width` in flight, each recorded in `progress` as it finishes. The
@@ -152,19 +221,23 @@ struct VerifyRoutes: Sendable {
     ) async {
         await withTaskGroup(of: (Int, [UInt8]).self) { group in
             var next = 0
-            while next < min(width, items.count) {
+            func addNext() {
                 let (index, entry) = (next, items[next])
-                group.addTask { (index, await Self.verifyItem(entry, registry: registry, metrics: metrics)) }
+                // Nothing more is started once the batch has been answered at its deadline.
+                _ = group.addTaskUnlessCancelled {
+                    guard let progress else { return (index, await Self.verifyItem(entry, registry: registry, metrics: metrics)) }
+                    let verdict = await ReplayClaimGates.$current.withValue(progress.gate(index)) {
+                        await Self.verifyItem(entry, registry: registry, metrics: metrics)
+                    }
+                    progress.record(index, verdict)
+                    return (index, verdict)
+                }
                 next += 1
             }
+            while next < min(width, items.count) { addNext() }
             while let (index, value) = await group.next() {
                 ordered[index] = value
-                progress?.record(index, value)
-                if next < items.count {
-                    let (index, entry) = (next, items[next])
-                    group.addTask { (index, await Self.verifyItem(entry, registry: registry, metrics: metrics)) }
-                    next += 1
-                }
+                if next < items.count { addNext() }
             }
         }
     }

@@ -234,17 +234,30 @@ struct ServerE2ETests {
         let now = Int64(Date().timeIntervalSince1970)
         let valid = try setup.key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         let waiting = try setup.key.sign(ProviderTokens.apple(now: now, rawNonce: nonce), keyID: "not-in-the-jwks")
-        let items = [("a", valid), ("b", waiting)].map { "{\"id\":\"\($0.0)\",\"provider\":\"apple\",\"token\":\"\($0.1)\",\"nonce\":\"\(nonce)\"}" }
+        let waitingToo = try setup.key.sign(ProviderTokens.apple(now: now + 1, rawNonce: nonce), keyID: "not-in-the-jwks")
+        // Queued behind the waiting ones (two in flight on two CPUs): items that need no verification get their own
+        // verdicts at the deadline, not request_timeout.
+        let items =
+            [("a", valid), ("b", waiting), ("b2", waitingToo)].map {
+                "{\"id\":\"\($0.0)\",\"provider\":\"apple\",\"token\":\"\($0.1)\",\"nonce\":\"\(nonce)\"}"
+            } + [#"{"id":"c","token":"t"}"#, #"{"id":"d","provider":"nobody","token":"t"}"#]
         // Answered at the request timeout, not after the IdP: the second item comes back undecided. (Not timed here: this
         // process's clock also counts the time its threads are held by other tests' blocking waits.)
         let response = try await setup.server.post("/v1/verify/batch", "{\"items\":[\(items.joined(separator: ","))]}")
         // Not a 503 for the whole batch: the client would send the first token again, and its claim is taken.
         #expect(response.status == 200, "\(String(decoding: response.body, as: UTF8.self))")
         let results = try json(response)["results"]?.arrayValue?.compactMap(\.objectValue) ?? []
-        #expect(results.count == 2)
-        #expect(results.first?["id"] == .string("a") && results.first?["valid"] == .bool(true))
-        #expect(results.last?["id"] == .string("b") && results.last?["valid"] == nil, "undecided: no valid")
-        #expect(results.last?["error"]?.objectValue?["code"] == .string("request_timeout"))
+        #expect(results.count == 5)
+        guard results.count == 5 else { return }
+        func code(_ index: Int) -> JSONValue? { results[index]["error"]?.objectValue?["code"] }
+        #expect(results[0]["id"] == .string("a") && results[0]["valid"] == .bool(true))
+        for index in [1, 2] {
+            #expect(results[index]["valid"] == nil, "undecided: no valid")
+            #expect(code(index) == .string("request_timeout"))
+        }
+        #expect(results[1]["id"] == .string("b") && results[2]["id"] == .string("b2"))
+        #expect(results[3]["id"] == .string("c") && code(3) == .string("invalid_request") && results[3]["valid"] == .bool(false))
+        #expect(results[4]["id"] == .string("d") && code(4) == .string("unknown_provider"))
         let again = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(valid)\",\"nonce\":\"\(nonce)\"}")
         #expect(try json(again)["error"]?.objectValue?["code"] == .string("token_replayed"), "the first item's verdict was made once")
     }

@@ -347,7 +347,7 @@ package struct VerifierRegistry: Sendable {
         await source.refresh()
     }
 
-    static func unknownProvider(_ name: String) -> VerificationError {
+    package static func unknownProvider(_ name: String) -> VerificationError {
         VerificationError(.unknownProvider, "no provider named \"\(name.prefix(64))\" is configured")
     }
 }

@@ -118,6 +118,7 @@ package struct ReplayGuard: Sendable {
         let keys = ReplayKeys.keys(
             provider: provider, token: token, jti: verdict.claim("jti")?.stringValue, nonceClaim: verdict.claim("nonce")?.stringValue)
         let expiresAt = (verdict.expiresAt ?? clock.seconds + 3600) + leewaySeconds
+        if let gate = ReplayClaimGates.current, !gate.admitClaim() { return .failure(Self.abandoned) }
         switch await store.claim(keys: keys, expiresAt: expiresAt) {
         case .success(true):
             outcomes.firstUse.increment()
