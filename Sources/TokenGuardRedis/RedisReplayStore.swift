@@ -101,7 +101,7 @@ package final class RedisReplayStore: ReplayStore {
             reply = await client.command(arguments)
         }
         switch reply {
-        case .integer(1) where Task.isCancelled:
+        case .integer(1) where !ReplayClaimGates.mayKeepClaim():
             // The request timed out while the claim waited on Redis: its answer went out as a 503, so this claim is
             // not an acceptance, and it is taken back.
             release(keys: keys, claimID: claimID)

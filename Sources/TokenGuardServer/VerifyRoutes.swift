@@ -137,16 +137,18 @@ struct VerifyRoutes: Sendable {
 
     /// The verdicts of a batch's items as they finish, for an answer made at the deadline.
     ///
-    /// Every verdict whose replay claim was taken is in that answer: an item takes its claim only while the batch is
-    /// open (``admitClaim(_:)``, through the item's ``ReplayClaimGate``), and closing waits for the items that took one
-    /// to record their verdicts (a claim in flight on Redis: at most its command timeout). An item answered
-    /// `request_timeout` has no claim behind it, so the client's retry is not `token_replayed` (red team: valid tokens
-    /// lost when the deadline fell between an item's claim and the recording of its verdict).
+    /// Every verdict whose replay claim was kept is in that answer: the store keeps an item's claim only if the batch
+    /// is still open when the claim becomes final (``holdClaim(_:)``, through the item's ``ReplayClaimGate``), and
+    /// closing waits for the items whose claims it held to record their verdicts (microseconds: nothing is awaited
+    /// after a claim). An item answered `request_timeout` has no claim kept behind it, so the client's retry is not
+    /// `token_replayed` (red team: valid tokens lost when the deadline fell between an item's claim and the recording
+    /// of its verdict). Claims still on their way to Redis are not waited for: the store takes them back when they
+    /// land (red team: waiting for them let Redis's queue delay the answer to a paused Redis's return).
     final class BatchProgress: Sendable {
         private struct State {
             var verdicts: [[UInt8]?]
             var closed = false
-            /// Items that took a claim and have not recorded their verdict yet.
+            /// Items whose claims were held and whose verdicts are not recorded yet.
             var claiming: Set<Int> = []
             var waiting: [CheckedContinuation<[[UInt8]?], Never>] = []
         }
@@ -157,12 +159,15 @@ struct VerifyRoutes: Sendable {
         struct ItemGate: ReplayClaimGate {
             let progress: BatchProgress
             let index: Int
-            func admitClaim() -> Bool { progress.admitClaim(index) }
+            var isOpen: Bool { progress.isOpen }
+            func holdClaim() -> Bool { progress.holdClaim(index) }
         }
 
         func gate(_ index: Int) -> ItemGate { ItemGate(progress: self, index: index) }
 
-        func admitClaim(_ index: Int) -> Bool {
+        var isOpen: Bool { state.withLock { !$0.closed } }
+
+        func holdClaim(_ index: Int) -> Bool {
             state.withLock { state in
                 guard !state.closed else { return false }
                 state.claiming.insert(index)
@@ -170,7 +175,7 @@ struct VerifyRoutes: Sendable {
             }
         }
 
-        /// An item's verdict: kept when the batch is open or the item took its claim before it closed.
+        /// An item's verdict: kept when the batch is open or the item's claim was held before it closed.
         func record(_ index: Int, _ verdict: [UInt8]) {
             let (waiting, verdicts) = state.withLock { state -> ([CheckedContinuation<[[UInt8]?], Never>], [[UInt8]?]) in
                 let claimed = state.claiming.remove(index) != nil
@@ -182,8 +187,8 @@ struct VerifyRoutes: Sendable {
             for continuation in waiting { continuation.resume(returning: verdicts) }
         }
 
-        /// Each item's verdict, nil for those that finished without one; no claim is admitted after, and the items
-        /// that took a claim are waited for.
+        /// Each item's verdict, nil for those that finished without one; no claim is held after, and the items whose
+        /// claims were held are waited for.
         func close() async -> [[UInt8]?] {
             await withCheckedContinuation { continuation in
                 let verdicts = state.withLock { state -> [[UInt8]?]? in

@@ -11,7 +11,7 @@ struct BatchProgressTests {
     func closeAccountsForClaims() async throws {
         let progress = VerifyRoutes.BatchProgress(count: 4)
         progress.record(0, bytes("a"))  // finished in time
-        #expect(progress.admitClaim(1))  // claim taken, verdict not recorded yet
+        #expect(progress.holdClaim(1))  // claim held, verdict not recorded yet
         let closed = Locked<[[UInt8]?]?>(nil)
         let closing = Task {
             let verdicts = await progress.close()
@@ -20,7 +20,7 @@ struct BatchProgressTests {
         // The close is waiting on item 1; meanwhile no claim gets through and a verdict without a claim is not kept.
         try await Task.sleep(for: .milliseconds(200))
         #expect(closed.withLock { $0 } == nil, "closed before the claimed item recorded its verdict")
-        #expect(!progress.admitClaim(2))
+        #expect(!progress.holdClaim(2))
         progress.record(2, bytes("c"))
         progress.record(1, bytes("b"))
         await closing.value

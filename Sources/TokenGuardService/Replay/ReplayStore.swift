@@ -62,10 +62,10 @@ package final class MemoryReplayStore: ReplayStore {
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         let now = clock.seconds
         return state.withLock { state in
-            // A cancelled request was answered already (its timeout's 503, or its batch's answer at the deadline): a
-            // claim now would never reach the client, and the client's retry would meet `token_replayed`. (The Redis
-            // store does the same, and takes back a claim that ran while its request was cancelled.)
-            if Task.isCancelled { return .failure(ReplayGuard.abandoned) }
+            // A cancelled request was answered already (its timeout's 503), and a closed batch is answering without
+            // this item: a claim now would never reach the client, and the client's retry would meet `token_replayed`.
+            // (The Redis store asks the same on its "claimed" reply, and takes such a claim back.)
+            if !ReplayClaimGates.mayKeepClaim() { return .failure(ReplayGuard.abandoned) }
             for key in keys {
                 if let deadline = state.deadlines[key], deadline > now { return .success(false) }
             }
@@ -118,7 +118,7 @@ package struct ReplayGuard: Sendable {
         let keys = ReplayKeys.keys(
             provider: provider, token: token, jti: verdict.claim("jti")?.stringValue, nonceClaim: verdict.claim("nonce")?.stringValue)
         let expiresAt = (verdict.expiresAt ?? clock.seconds + 3600) + leewaySeconds
-        if let gate = ReplayClaimGates.current, !gate.admitClaim() { return .failure(Self.abandoned) }
+        if let gate = ReplayClaimGates.current, !gate.isOpen { return .failure(Self.abandoned) }
         switch await store.claim(keys: keys, expiresAt: expiresAt) {
         case .success(true):
             outcomes.firstUse.increment()
