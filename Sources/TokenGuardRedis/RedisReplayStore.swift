@@ -16,21 +16,42 @@ package final class RedisReplayStore: ReplayStore {
     package var port: Int { client.port }
     private let client: RedisClient
 
-    /// SET every key with EXAT, all or nothing. Returns 1 when recorded, 0 when any key existed. Each claim
-    /// carries its own random id (ARGV[2]) as the value: when a command timed out but still ran in Redis (a pause,
-    /// a slow fork) and is sent again, it finds its own keys and counts as recorded — a first sign-in is never
-    /// answered `token_replayed` because of our own retry.
+    /// SET every key with EXAT, all or nothing, to the claim's *pending* value `p:<id>`. Returns 1 when recorded, 0
+    /// when a key holds a settled claim (a replay), 2 when a key holds another claim still pending (undecided).
+    ///
+    /// A claim is pending from the moment Redis records it until its owner has decided to keep it: until then the
+    /// owner may still take it back (its request was answered without it, a timeout or a batch's deadline), and a
+    /// retry of that token finding it must not be told `token_replayed`. The owner settles a kept claim (`settleScript`)
+    /// after answering; a pending key blocks every other claim exactly as a settled one does, so nothing is accepted
+    /// twice while it is pending.
+    ///
+    /// Each claim carries its own random id (ARGV[2]): when a command timed out but still ran in Redis (a pause, a slow
+    /// fork) and is sent again, it finds its own keys and counts as recorded — a first sign-in is never answered
+    /// `token_replayed` because of our own retry.
     static let claimScript = """
+        local pending = 'p:' .. ARGV[2]
         local mine = 0
+        local unsettled = false
         for i = 1, #KEYS do
           local value = redis.call('GET', KEYS[i])
           if value then
-            if value == ARGV[2] then mine = mine + 1 else return 0 end
+            if value == pending or value == ARGV[2] then mine = mine + 1
+            elseif string.sub(value, 1, 2) == 'p:' then unsettled = true
+            else return 0 end
           end
         end
+        if unsettled then return 2 end
         if mine == #KEYS then return 1 end
         for i = 1, #KEYS do
-          redis.call('SET', KEYS[i], ARGV[2], 'EXAT', ARGV[1])
+          redis.call('SET', KEYS[i], pending, 'EXAT', ARGV[1])
+        end
+        return 1
+        """
+
+    /// Marks a kept claim settled: its keys, still pending under this claim's id, take the id itself (ARGV[1]).
+    static let settleScript = """
+        for i = 1, #KEYS do
+          if redis.call('GET', KEYS[i]) == 'p:' .. ARGV[1] then redis.call('SET', KEYS[i], ARGV[1], 'EXAT', ARGV[2]) end
         end
         return 1
         """
@@ -58,7 +79,7 @@ package final class RedisReplayStore: ReplayStore {
     /// caller does not carry), and once when it ends.
     private let failing = Locked(false)
 
-    private func unavailable(_ detail: String) -> Result<Bool, VerificationError> {
+    private func unavailable(_ detail: String) -> VerificationError {
         if failing.withLock({ state in
             defer { state = true }
             return !state
@@ -67,7 +88,7 @@ package final class RedisReplayStore: ReplayStore {
                 "the replay store cannot answer; claims fail closed (503)",
                 metadata: ["redis": "\(client.endpoint.description)", "error": "\(detail)"])
         }
-        return .failure(VerificationError(.replayStoreUnavailable, "the replay store cannot answer now", retryAfterSeconds: 2))
+        return VerificationError(.replayStoreUnavailable, "the replay store cannot answer now", retryAfterSeconds: 2)
     }
 
     private func answered(_ accepted: Bool) -> Result<Bool, VerificationError> {
@@ -81,83 +102,117 @@ package final class RedisReplayStore: ReplayStore {
     }
 
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
-        // A request already answered (its timeout fired) claims nothing: a claim nobody will hear of would only make
-        // the token's next use token_replayed.
-        if Task.isCancelled { return .failure(Self.abandoned) }
         var random = SystemRandomNumberGenerator()
         let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
         let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt), claimID]
-        var reply: RedisReply
-        if waitForReplica {
-            let replies = await client.commands([arguments, ["WAIT", "1", "500"]]) { $0 == .integer(1) }
-            reply = replies.first ?? .failure("no reply")
-            if reply == .integer(1) {
-                guard replies.count == 2, case .integer(let acknowledged) = replies[1], acknowledged >= 1 else {
-                    release(keys: keys, claimID: claimID)
-                    return unavailable("no replica confirmed the replay claim in time (WAIT 1): not counted")
-                }
+        let started = RedisConnection.monotonicSeconds()
+        var pause = Self.firstUnsettledPauseSeconds
+        while true {
+            // A request already answered (its timeout fired, or its batch closed) claims nothing: a claim nobody will
+            // hear of would only make the token's next use token_replayed.
+            if !ReplayClaimGates.mayStillClaim() { return .failure(Self.abandoned) }
+            let reply = await send(arguments, keys: keys, claimID: claimID)
+            guard case .success(.integer(2)) = reply else { return answer(to: reply, keys: keys, claimID: claimID, expiresAt: expiresAt) }
+            // Another claim on this token is pending: its owner has not yet decided to keep it or take it back (its
+            // request may have been answered without it). Ask again shortly rather than guess: it settles or is
+            // released within a round trip or two of Redis.
+            guard RedisConnection.monotonicSeconds() - started + pause <= Self.maximumUnsettledWaitSeconds else {
+                return .failure(
+                    VerificationError(
+                        .replayStoreUnavailable, "an earlier claim on this token is not settled yet; nothing was accepted", retryAfterSeconds: 1))
             }
-        } else {
-            reply = await client.command(arguments)
+            try? await Task.sleep(for: .seconds(pause))
+            pause = min(pause * 2, 0.25)
         }
+    }
+
+    /// How long a claim waits for another claim on the same token to settle or go, in all; and its first pause.
+    static let maximumUnsettledWaitSeconds = 2.0
+    static let firstUnsettledPauseSeconds = 0.005
+
+    /// Sends the claim script (with `WAIT 1` behind it through Sentinels): Redis's reply, or why it does not count.
+    private func send(_ arguments: [String], keys: [String], claimID: String) async -> Result<RedisReply, VerificationError> {
+        guard waitForReplica else { return .success(await client.command(arguments)) }
+        let replies = await client.commands([arguments, ["WAIT", "1", "500"]]) { $0 == .integer(1) }
+        let reply = replies.first ?? .failure("no reply")
+        if reply == .integer(1) {
+            guard replies.count == 2, case .integer(let acknowledged) = replies[1], acknowledged >= 1 else {
+                inBackground(["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID], times: 3)
+                return .failure(unavailable("no replica confirmed the replay claim in time (WAIT 1): not counted"))
+            }
+        }
+        return .success(reply)
+    }
+
+    /// What a claim's reply means for the verification, settling or releasing the claim.
+    private func answer(to reply: Result<RedisReply, VerificationError>, keys: [String], claimID: String, expiresAt: Int64) -> Result<
+        Bool, VerificationError
+    > {
+        let release = ["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID]
         switch reply {
-        case .integer(1) where !ReplayClaimGates.mayKeepClaim():
-            // The request timed out while the claim waited on Redis: its answer went out as a 503, so this claim is
-            // not an acceptance, and it is taken back.
-            release(keys: keys, claimID: claimID)
+        case .failure(let error): return .failure(error)
+        case .success(.integer(1)) where !ReplayClaimGates.mayKeepClaim():
+            // The request was answered while the claim waited on Redis (its timeout's 503, its batch's deadline), so
+            // this claim is not an acceptance, and it is taken back. It is still pending: a retry meanwhile waits for
+            // the release instead of being told token_replayed.
+            inBackground(release, times: 3)
             return .failure(Self.abandoned)
-        case .integer(1): return answered(true)
-        case .integer(0): return answered(false)
-        case .failure(let message):
-            release(keys: keys, claimID: claimID)
-            return unavailable(message)
-        default:
-            release(keys: keys, claimID: claimID)
-            return unavailable("unexpected reply to the claim script")
+        case .success(.integer(1)):
+            inBackground(["EVAL", Self.settleScript, String(keys.count)] + keys + [claimID, String(expiresAt)], times: 1)
+            return answered(true)
+        case .success(.integer(0)): return answered(false)
+        case .success(.failure(let message)):
+            inBackground(release, times: 3)
+            return .failure(unavailable(message))
+        case .success:
+            inBackground(release, times: 3)
+            return .failure(unavailable("unexpected reply to the claim script"))
         }
     }
 
     static let abandoned = ReplayGuard.abandoned
 
-    /// Deletes the keys that still hold this claim's id. Only this claim's own keys go: another claim's id never matches.
+    /// Deletes the keys that still hold this claim's id, pending or settled. Only this claim's own keys go: another
+    /// claim's id never matches.
     static let releaseScript = """
         for i = 1, #KEYS do
-          if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+          local value = redis.call('GET', KEYS[i])
+          if value == ARGV[1] or value == 'p:' .. ARGV[1] then redis.call('DEL', KEYS[i]) end
         end
         return 1
         """
 
-    /// Claims whose release is still being tried (bounded: past it, a claim stays until its token expires).
-    private let releasesPending = Locked(0)
-    static let maximumPendingReleases = 10_000
+    /// Settles and releases still being tried (bounded: past it, a claim taken back stays until its token expires, and
+    /// a kept one stays pending, which refuses every later claim all the same).
+    private let backgroundPending = Locked(0)
+    static let maximumBackgroundCommands = 10_000
 
+    /// Runs a settle or release script off the request, retried for about a minute while Redis cannot answer.
+    ///
     /// A claim answered 503 was never an acceptance, but Redis may have run it anyway (a command that timed out still
     /// runs when Redis wakes; a claim no replica confirmed stays on the master): left there, it would make every later
-    /// use of a token never accepted `token_replayed`. So it is released in the background, retried for about a
-    /// minute while Redis cannot answer.
-    private func release(keys: [String], claimID: String) {
-        let admitted = releasesPending.withLock { count -> Bool in
-            guard count < Self.maximumPendingReleases else { return false }
+    /// use of a token never accepted unanswerable. Redis may also run that stale claim after the first release when
+    /// both wait on a paused server (it serves its connections in any order), so a release that went through is made
+    /// twice more (`times: 3`), half a second and two seconds later.
+    private func inBackground(_ arguments: [String], times: Int) {
+        let admitted = backgroundPending.withLock { count -> Bool in
+            guard count < Self.maximumBackgroundCommands else { return false }
             count += 1
             return true
         }
         guard admitted else { return }
-        let arguments = ["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID]
-        Task.detached { [client, releasesPending] in
-            defer { releasesPending.withLock { $0 -= 1 } }
-            // Redis may run the stale claim after the first release when both wait on a paused server (it serves its
-            // connections in any order), so a release that went through is made twice more, half a second and two
-            // seconds later.
+        Task.detached { [client, backgroundPending] in
+            defer { backgroundPending.withLock { $0 -= 1 } }
             var pause = 0.1
             var done = 0
-            for _ in 0..<24 where done < 3 {
+            for _ in 0..<24 where done < times {
                 if case .integer = await client.command(arguments) {
                     done += 1
                     pause = done == 1 ? 0.5 : 2
                 } else {
                     pause = min(pause * 2, 5)
                 }
-                if done < 3 { try? await Task.sleep(for: .seconds(pause)) }
+                if done < times { try? await Task.sleep(for: .seconds(pause)) }
             }
         }
     }

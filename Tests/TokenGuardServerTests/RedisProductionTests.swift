@@ -17,16 +17,8 @@ struct RedisProductionTests {
         return "{\"provider\":\"apple\",\"token\":\"\(try key.sign(claims))\",\"nonce\":\"\(nonce)\"}"
     }
 
-    func redisCLI(_ port: Int, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-        process.arguments = ["-p", String(port), "--user", "admin", "--pass", "admin-secret-5555", "--no-auth-warning"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    func redisCLI(_ redis: RedisServerProcess, _ arguments: [String]) throws -> String {
+        try redis.cli(arguments, authentication: ["--user", "admin", "--pass", "admin-secret-5555"])
     }
 
     @Test("an ACL user and database index from the URL, the password from a file re-read on reconnect; never logged; wrong password fails closed")
@@ -57,12 +49,12 @@ struct RedisProductionTests {
         #expect(try await server.post("/v1/verify", first).status == 401)  // replayed, through the ACL user
         #expect(try await server.post("/v1/revocations", "{\"provider\":\"apple\",\"subject\":\"someone\"}").status == 200)
         // Everything lives in database 3.
-        #expect(try redisCLI(redis.port, ["-n", "3", "HLEN", "tokenguard:revocations"]).contains("1"))
-        #expect(try redisCLI(redis.port, ["-n", "0", "HLEN", "tokenguard:revocations"]).hasPrefix("0"))
+        #expect(try redisCLI(redis, ["-n", "3", "HLEN", "tokenguard:revocations"]).contains("1"))
+        #expect(try redisCLI(redis, ["-n", "0", "HLEN", "tokenguard:revocations"]).hasPrefix("0"))
         // The password changes in Redis and then in the file: a new connection picks the new one up.
-        _ = try redisCLI(redis.port, ["ACL", "SETUSER", "tg", "resetpass", ">second-secret-4567"])
+        _ = try redisCLI(redis, ["ACL", "SETUSER", "tg", "resetpass", ">second-secret-4567"])
         _ = try workspace.write("redis-password", "second-secret-4567\n")
-        _ = try redisCLI(redis.port, ["CLIENT", "KILL", "USER", "tg"])
+        _ = try redisCLI(redis, ["CLIENT", "KILL", "USER", "tg"])
         var recovered = false
         for _ in 0..<40 where !recovered {
             recovered = try await server.post("/v1/verify", try body(key)).status == 200
@@ -71,9 +63,9 @@ struct RedisProductionTests {
         #expect(recovered)
         // A password Redis refuses: nothing is accepted (503), never a pass.
         _ = try workspace.write("redis-password", "wrong-secret-0000\n")
-        _ = try redisCLI(redis.port, ["CLIENT", "KILL", "USER", "tg"])
+        _ = try redisCLI(redis, ["CLIENT", "KILL", "USER", "tg"])
         try await Task.sleep(for: .milliseconds(1300))  // a secret file is looked at most once a second
-        _ = try redisCLI(redis.port, ["CLIENT", "KILL", "USER", "tg"])
+        _ = try redisCLI(redis, ["CLIENT", "KILL", "USER", "tg"])
         let refused = try await server.post("/v1/verify", try body(key))
         #expect(refused.status == 503, "\(server.log())")
         for secret in ["first-secret-0123", "second-secret-4567", "wrong-secret-0000"] { #expect(!server.log().contains(secret)) }
@@ -205,17 +197,9 @@ struct RedisProductionTests {
             }
         }
         // The replicas have synchronised before traffic starts (polled: a loaded machine takes longer than a fixed wait).
-        for port in [replica.port, replica2.port] {
+        for server in [replica, replica2] {
             for _ in 0..<150 {
-                let info = Process()
-                info.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-                info.arguments = ["-p", String(port), "INFO", "replication"]
-                let output = Pipe()
-                info.standardOutput = output
-                info.standardError = FileHandle.nullDevice
-                try info.run()
-                info.waitUntilExit()
-                if String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("master_link_status:up") { break }
+                if try server.cli(["INFO", "replication"]).contains("master_link_status:up") { break }
                 try await Task.sleep(for: .milliseconds(100))
             }
         }

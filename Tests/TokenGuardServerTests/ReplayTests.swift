@@ -87,6 +87,91 @@ struct ReplayTests {
         #expect(try await store.claim(keys: keys, expiresAt: expiry).get() == false)
     }
 
+    @Test("a claim is pending until its owner keeps it: another claim finding it waits for it to settle or go, never answering token_replayed for it")
+    func pendingClaims() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let store = try RedisReplayStore(url: redis.url, connections: 2, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 1000)
+        let expiry = Int64(Date().timeIntervalSince1970) + 60
+        let kept = "kept-\(UUID().uuidString)"
+        #expect(try await store.claim(keys: [kept], expiresAt: expiry).get() == true)
+        var value = ""
+        for _ in 0..<50 {
+            value = try redis.cli(["GET", kept]).trimmingCharacters(in: .whitespacesAndNewlines)
+            if value.hasPrefix("c") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(value.hasPrefix("c"), "a kept claim is settled in the background: \(value)")
+
+        // Another claim's pending value that never settles: undecided (503), never token_replayed.
+        let stuck = "stuck-\(UUID().uuidString)"
+        _ = try redis.cli(["SET", stuck, "p:elsewhere", "EX", "60"])
+        guard case .failure(let undecided) = await store.claim(keys: [stuck], expiresAt: expiry) else {
+            Issue.record("a claim pending elsewhere is neither a first use nor a replay")
+            return
+        }
+        #expect(undecided.code == .replayStoreUnavailable)
+
+        // A pending claim taken back: the waiting claim goes through. Settled instead: a replay.
+        let released = "released-\(UUID().uuidString)"
+        let settled = "settled-\(UUID().uuidString)"
+        _ = try redis.cli(["SET", released, "p:elsewhere", "EX", "60"])
+        _ = try redis.cli(["SET", settled, "p:elsewhere", "EX", "60"])
+        async let afterRelease = store.claim(keys: [released], expiresAt: expiry)
+        async let afterSettle = store.claim(keys: [settled], expiresAt: expiry)
+        try await Task.sleep(for: .milliseconds(100))
+        _ = try redis.cli(["DEL", released])
+        _ = try redis.cli(["SET", settled, "elsewhere", "EX", "60"])
+        #expect(try await afterRelease.get() == true)
+        #expect(try await afterSettle.get() == false)
+    }
+
+    @Test("a batch answered at its deadline while Redis was paused, retried at once: no token_replayed for its tokens, each accepted once")
+    func retryBeforeReleaseIsNotAReplay() async throws {
+        let redis = try RedisServerProcess()
+        defer {
+            redis.signal(SIGCONT)
+            redis.stop()
+        }
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let config = try config(
+            workspace, key: key, replay: "{ store: redis, redis_url: \"\(redis.url)\" }", extra: "server: { request_timeout_seconds: 1 }")
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        try await server.waitUntilReady()
+        let items = try (0..<6).map { index in
+            let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "retry-\(index)"))
+            return "{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"retry-\(index)\"}"
+        }
+        let body = "{\"items\":[\(items.joined(separator: ","))]}"
+        func codes(_ response: HTTPResponse) throws -> [String] {
+            try (JSONParser.parseObject(response.body)["results"]?.arrayValue ?? []).map { item in
+                if item.objectValue?["valid"] == .bool(true) { return "valid" }
+                return item.objectValue?["error"]?.objectValue?["code"]?.stringValue ?? "?"
+            }
+        }
+        redis.signal(SIGSTOP)
+        let first = try codes(try await server.post("/v1/verify/batch", body))
+        #expect(first == Array(repeating: "request_timeout", count: 6))
+        // The first batch's claims wait in Redis ahead of the retry's; Redis runs them all once it resumes.
+        async let retried = server.post("/v1/verify/batch", body)
+        try await Task.sleep(for: .milliseconds(300))
+        redis.signal(SIGCONT)
+        let retry = try codes(try await retried)
+        var answers = (0..<6).map { [first[$0], retry[$0]] }
+        #expect(!retry.contains("token_replayed"), "the retry met our own abandoned claims: \(retry)")
+        for _ in 0..<20 where answers.contains(where: { !$0.contains("valid") }) {
+            try await Task.sleep(for: .milliseconds(200))
+            let again = try codes(try await server.post("/v1/verify/batch", body))
+            for index in 0..<6 { answers[index].append(again[index]) }
+        }
+        for (index, history) in answers.enumerated() {
+            #expect(history.filter { $0 == "valid" }.count == 1, "item \(index): \(history)")
+        }
+        #expect(try codes(try await server.post("/v1/verify/batch", body)) == Array(repeating: "token_replayed", count: 6))
+    }
+
     func config(_ workspace: TempWorkspace, key: TestKey, replay: String, extra: String = "") throws -> String {
         let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
         return try workspace.write(
@@ -193,14 +278,17 @@ struct ReplayTests {
         redis.signal(SIGSTOP)
         let first = try await server.post("/v1/verify", body)
         #expect(first.status == 503)
-        try await Task.sleep(for: .milliseconds(700))  // the claim is still waiting on Redis when the request times out
+        // The client retries at once, while the timed-out claim still waits on Redis ahead of the retry's.
+        async let retried = server.post("/v1/verify", body)
+        try await Task.sleep(for: .milliseconds(300))
         redis.signal(SIGCONT)
-        var statuses: [Int] = []
+        var statuses = [try await retried.status]
         for _ in 0..<40 where statuses.last != 200 {
             statuses.append(try await server.post("/v1/verify", body).status)
             if statuses.last != 200 { try await Task.sleep(for: .milliseconds(200)) }
         }
         #expect(statuses.last == 200, "never accepted after the timeout: \(statuses)")
+        #expect(!statuses.contains(401), "a retry met the timed-out request's own claim as a replay: \(statuses)")
         #expect(try await server.post("/v1/verify", body).status == 401, "and only once")
     }
 

@@ -47,6 +47,20 @@ package final class RedisServerProcess: @unchecked Sendable {
         throw RunnerError("redis-server did not start on port \(port)")
     }
 
+    /// Runs Debian's `redis-cli` against this server (`authentication`: e.g. `--user`, `--pass`) and returns its output.
+    package func cli(_ arguments: [String], authentication: [String] = []) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+        process.arguments = ["-p", String(port), "--no-auth-warning"] + authentication + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: text, as: UTF8.self)
+    }
+
     /// Stops the server by its pid and waits for it to exit.
     package func stop() {
         guard let process, process.isRunning else { return }

@@ -19,4 +19,9 @@ package enum ReplayClaimGates {
     package static func mayKeepClaim() -> Bool {
         !Task.isCancelled && (current?.holdClaim() ?? true)
     }
+
+    /// Whether a claim is still worth making: not when the request was cancelled or its gate has closed.
+    package static func mayStillClaim() -> Bool {
+        !Task.isCancelled && (current?.isOpen ?? true)
+    }
 }
