@@ -30,7 +30,7 @@ enum RequestTimeout {
     }
 
     static func run(seconds: Int, _ work: @escaping @Sendable () async throws -> Response) async throws -> Response {
-        try await first(seconds: seconds, onTimeout: { .failure(timeoutError(seconds)) }, work)
+        try await first(seconds: seconds, timedOut: { _ = $0.deliver(.failure(timeoutError(seconds))) }, work)
     }
 
     /// `work`'s answer within `seconds`, or else `onTimeout`'s, made when the deadline passes (the work is cancelled):
@@ -38,23 +38,11 @@ enum RequestTimeout {
     static func answer<Answer: Sendable>(
         seconds: Int, onTimeout: @escaping @Sendable () async -> Answer, _ work: @escaping @Sendable () async -> Answer
     ) async -> Answer {
-        let answered = try? await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answer, any Error>) in
-            let answer = FirstAnswer(continuation)
-            let task = Locked<Task<Void, Never>?>(nil)
-            let deadline = DeadlineWheel.shared.add(after: Double(seconds)) {
-                task.withLock { $0 }?.cancel()
-                Task { _ = answer.deliver(.success(await onTimeout())) }
-            }
-            task.withLock {
-                $0 = Task {
-                    _ = answer.deliver(.success(await work()))
-                    DeadlineWheel.shared.remove(deadline)
-                }
-            }
+        do {
+            return try await first(seconds: seconds, timedOut: { answer in Task { _ = answer.deliver(.success(await onTimeout())) } }, work)
+        } catch {
+            return await onTimeout()  // never: neither the work nor the timeout's answer fails
         }
-        // Never nil: neither the work nor the timeout's answer fails.
-        if let answered { return answered }
-        return await onTimeout()
     }
 
     static func timeoutError(_ seconds: Int) -> APIError {
@@ -65,7 +53,7 @@ enum RequestTimeout {
     /// in shadow mode it is a 200 like every other verdict).
     static func result(seconds: Int, _ work: @escaping @Sendable () async -> VerificationResult) async -> VerificationResult {
         do {
-            return try await first(seconds: seconds, onTimeout: { .failure(timeoutError(seconds)) }, work)
+            return try await first(seconds: seconds, timedOut: { _ = $0.deliver(.failure(timeoutError(seconds))) }, work)
         } catch {
             return .failure(VerificationError(.requestTimeout, "request not answered within \(seconds) s", retryAfterSeconds: 1))
         }
@@ -82,8 +70,9 @@ enum RequestTimeout {
 
     /// The work runs in one task of its own (so that a timed-out answer need not wait for it); the deadline is kept
     /// by the shared ``DeadlineWheel`` rather than a sleeping timer task per request.
+    /// `timedOut` delivers the timeout's answer (at once, or from a task of its own when it must wait for something).
     private static func first<Answer: Sendable>(
-        seconds: Int, onTimeout: @escaping @Sendable () -> Result<Answer, any Error>, _ work: @escaping @Sendable () async throws -> Answer
+        seconds: Int, timedOut: @escaping @Sendable (FirstAnswer<Answer>) -> Void, _ work: @escaping @Sendable () async throws -> Answer
     ) async throws -> Answer {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answer, any Error>) in
             let answer = FirstAnswer(continuation)
@@ -93,7 +82,7 @@ enum RequestTimeout {
                 // then claims none (the stores refuse a cancelled request's claim), so an answer made now from what
                 // has finished leaves no claim behind that it does not report.
                 task.withLock { $0 }?.cancel()
-                _ = answer.deliver(onTimeout())
+                timedOut(answer)
             }
             task.withLock {
                 $0 = Task {
