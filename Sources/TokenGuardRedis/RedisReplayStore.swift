@@ -16,45 +16,82 @@ package final class RedisReplayStore: ReplayStore {
     package var port: Int { client.port }
     private let client: RedisClient
 
-    /// SET every key with EXAT, all or nothing, to the claim's *pending* value `p:<id>`. Returns 1 when recorded, 0
-    /// when a key holds a settled claim (a replay), 2 when a key holds another claim still pending (undecided).
+    /// Settles the kept claims it carries, then claims: SETs every key of the claim with EXAT, all or nothing, to the
+    /// claim's *pending* value `p:<id>:<Redis time>`. Returns 1 when recorded, 0 when a key holds a settled claim (a
+    /// replay), 2 when a key holds another claim still pending (undecided).
     ///
     /// A claim is pending from the moment Redis records it until its owner has decided to keep it: until then the
     /// owner may still take it back (its request was answered without it, a timeout or a batch's deadline), and a
-    /// retry of that token finding it must not be told `token_replayed`. The owner settles a kept claim (`settleScript`)
-    /// after answering; a pending key blocks every other claim exactly as a settled one does, so nothing is accepted
-    /// twice while it is pending.
+    /// retry of that token finding it must not be told `token_replayed`. A pending key blocks every other claim exactly
+    /// as a settled one does, so nothing is accepted twice while it is pending. A kept claim is settled (its keys take
+    /// the bare id) by the next claim this store sends, or by a settle of its own moments later: no command of its own
+    /// while claims keep coming.
+    ///
+    /// An owner decides within a round trip of its claim landing. A claim pending for longer than
+    /// ``pendingSettlesWithinSeconds`` (by Redis's clock, from when it landed) has lost its owner — a replica killed
+    /// between claim and settle — and counts as settled: its token may have been accepted, so a later claim is a replay.
     ///
     /// Each claim carries its own random id (ARGV[2]): when a command timed out but still ran in Redis (a pause, a slow
     /// fork) and is sent again, it finds its own keys and counts as recorded — a first sign-in is never answered
     /// `token_replayed` because of our own retry.
+    ///
+    /// KEYS: the claim's keys (ARGV[3] of them; none for a settle alone), then each carried settle's keys. ARGV: the
+    /// claim's expiry, its id, its key count, then for each settle its id, expiry and key count.
     static let claimScript = """
-        local pending = 'p:' .. ARGV[2]
+        local claimed = tonumber(ARGV[3])
+        local k = claimed + 1
+        for a = 4, #ARGV, 3 do
+          local id = ARGV[a]
+          local prefix = 'p:' .. id .. ':'
+          local count = tonumber(ARGV[a + 2])
+          for i = k, k + count - 1 do
+            local value = redis.call('GET', KEYS[i])
+            if value and string.sub(value, 1, #prefix) == prefix then redis.call('SET', KEYS[i], id, 'EXAT', ARGV[a + 1]) end
+          end
+          k = k + count
+        end
+        if claimed == 0 then return 1 end
+        local now = tonumber(redis.call('TIME')[1])
+        local prefix = 'p:' .. ARGV[2] .. ':'
         local mine = 0
         local unsettled = false
-        for i = 1, #KEYS do
+        for i = 1, claimed do
           local value = redis.call('GET', KEYS[i])
           if value then
-            if value == pending or value == ARGV[2] then mine = mine + 1
-            elseif string.sub(value, 1, 2) == 'p:' then unsettled = true
+            if value == ARGV[2] or string.sub(value, 1, #prefix) == prefix then mine = mine + 1
+            elseif string.sub(value, 1, 2) == 'p:' then
+              local since = tonumber(string.match(value, ':(%d+)$'))
+              if since and now - since < \(pendingSettlesWithinSeconds) then unsettled = true else return 0 end
             else return 0 end
           end
         end
         if unsettled then return 2 end
-        if mine == #KEYS then return 1 end
-        for i = 1, #KEYS do
-          redis.call('SET', KEYS[i], pending, 'EXAT', ARGV[1])
+        if mine == claimed then return 1 end
+        for i = 1, claimed do
+          redis.call('SET', KEYS[i], prefix .. now, 'EXAT', ARGV[1])
         end
         return 1
         """
 
-    /// Marks a kept claim settled: its keys, still pending under this claim's id, take the id itself (ARGV[1]).
-    static let settleScript = """
-        for i = 1, #KEYS do
-          if redis.call('GET', KEYS[i]) == 'p:' .. ARGV[1] then redis.call('SET', KEYS[i], ARGV[1], 'EXAT', ARGV[2]) end
-        end
-        return 1
-        """
+    /// How long a pending claim may wait for its owner's decision before it counts as settled.
+    package static let pendingSettlesWithinSeconds = 10
+
+    /// A kept claim waiting to be settled.
+    struct Settle: Sendable {
+        let keys: [String]
+        let claimID: String
+        let expiresAt: Int64
+    }
+
+    /// The claim script's arguments after the script itself: `keys` claimed under `claimID` (none: settles only),
+    /// carrying `settles`.
+    static func claimArguments(keys: [String], expiresAt: Int64, claimID: String, settles: [Settle]) -> [String] {
+        var arguments = [String(keys.count + settles.reduce(0) { $0 + $1.keys.count })] + keys
+        for settle in settles { arguments += settle.keys }
+        arguments += [String(expiresAt), claimID, String(keys.count)]
+        for settle in settles { arguments += [settle.claimID, String(settle.expiresAt), String(settle.keys.count)] }
+        return arguments
+    }
 
     /// Parses `redis://host:port`.
     package convenience init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws
@@ -104,14 +141,19 @@ package final class RedisReplayStore: ReplayStore {
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         var random = SystemRandomNumberGenerator()
         let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
-        let arguments = ["EVAL", Self.claimScript, String(keys.count)] + keys + [String(expiresAt), claimID]
         let started = RedisConnection.monotonicSeconds()
         var pause = Self.firstUnsettledPauseSeconds
         while true {
             // A request already answered (its timeout fired, or its batch closed) claims nothing: a claim nobody will
             // hear of would only make the token's next use token_replayed.
             if !ReplayClaimGates.mayStillClaim() { return .failure(Self.abandoned) }
-            let reply = await send(arguments, keys: keys, claimID: claimID)
+            let carried = takeSettles()
+            let reply = await send(
+                Self.claimArguments(keys: keys, expiresAt: expiresAt, claimID: claimID, settles: carried), keys: keys, claimID: claimID)
+            switch reply {
+            case .success(.integer): break
+            default: queueSettles(carried)  // maybe not run: settling twice is harmless
+            }
             guard case .success(.integer(2)) = reply else { return answer(to: reply, keys: keys, claimID: claimID, expiresAt: expiresAt) }
             // Another claim on this token is pending: its owner has not yet decided to keep it or take it back (its
             // request may have been answered without it). Ask again shortly rather than guess: it settles or is
@@ -130,14 +172,48 @@ package final class RedisReplayStore: ReplayStore {
     static let maximumUnsettledWaitSeconds = 2.0
     static let firstUnsettledPauseSeconds = 0.005
 
+    /// The claim script's SHA-1 as Redis names it (`SCRIPT LOAD`), once known: a claim then sends EVALSHA and 40
+    /// bytes instead of the script, which Redis would otherwise hash on every claim. A Redis without it (restarted)
+    /// answers NOSCRIPT without running anything, and that claim goes out again as EVAL, which caches the script.
+    private let claimScriptSHA = Locked<(sha: String?, nextLoad: Double)>((nil, 0))
+
+    private func scriptSHA() async -> String? {
+        let now = RedisConnection.monotonicSeconds()
+        let (known, due) = claimScriptSHA.withLock { state -> (String?, Bool) in
+            guard state.sha == nil, now >= state.nextLoad else { return (state.sha, false) }
+            state.nextLoad = now + 1  // one load at a time, and not on every claim while Redis cannot answer
+            return (nil, true)
+        }
+        guard due else { return known }
+        guard case .string(let sha) = await client.command(["SCRIPT", "LOAD", Self.claimScript]), sha.utf8.count == 40,
+            sha.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else { return nil }
+        claimScriptSHA.withLock { $0.sha = sha }
+        return sha
+    }
+
+    /// Runs the claim script with `arguments` (with `WAIT 1` behind it when `waitingForReplica`): the replies in order,
+    /// stopping at the first that is not a recorded claim.
+    private func evaluate(_ arguments: [String], waitingForReplica: Bool) async -> [RedisReply] {
+        func run(_ command: [String]) async -> [RedisReply] {
+            guard waitingForReplica else { return [await client.command(command)] }
+            return await client.commands([command, ["WAIT", "1", "500"]]) { $0 == .integer(1) }
+        }
+        if let sha = await scriptSHA() {
+            let replies = await run(["EVALSHA", sha] + arguments)
+            guard case .failure(let message) = replies.first, message.hasPrefix("NOSCRIPT") else { return replies }
+        }
+        return await run(["EVAL", Self.claimScript] + arguments)
+    }
+
     /// Sends the claim script (with `WAIT 1` behind it through Sentinels): Redis's reply, or why it does not count.
     private func send(_ arguments: [String], keys: [String], claimID: String) async -> Result<RedisReply, VerificationError> {
-        guard waitForReplica else { return .success(await client.command(arguments)) }
-        let replies = await client.commands([arguments, ["WAIT", "1", "500"]]) { $0 == .integer(1) }
+        let replies = await evaluate(arguments, waitingForReplica: waitForReplica)
         let reply = replies.first ?? .failure("no reply")
+        guard waitForReplica else { return .success(reply) }
         if reply == .integer(1) {
             guard replies.count == 2, case .integer(let acknowledged) = replies[1], acknowledged >= 1 else {
-                inBackground(["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID], times: 3)
+                releaseInBackground(["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID])
                 return .failure(unavailable("no replica confirmed the replay claim in time (WAIT 1): not counted"))
             }
         }
@@ -148,24 +224,25 @@ package final class RedisReplayStore: ReplayStore {
     private func answer(to reply: Result<RedisReply, VerificationError>, keys: [String], claimID: String, expiresAt: Int64) -> Result<
         Bool, VerificationError
     > {
-        let release = ["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID]
+        func release() { releaseInBackground(["EVAL", Self.releaseScript, String(keys.count)] + keys + [claimID]) }
         switch reply {
         case .failure(let error): return .failure(error)
         case .success(.integer(1)) where !ReplayClaimGates.mayKeepClaim():
             // The request was answered while the claim waited on Redis (its timeout's 503, its batch's deadline), so
             // this claim is not an acceptance, and it is taken back. It is still pending: a retry meanwhile waits for
             // the release instead of being told token_replayed.
-            inBackground(release, times: 3)
+            release()
             return .failure(Self.abandoned)
         case .success(.integer(1)):
-            inBackground(["EVAL", Self.settleScript, String(keys.count)] + keys + [claimID, String(expiresAt)], times: 1)
+            queueSettles([Settle(keys: keys, claimID: claimID, expiresAt: expiresAt)])
             return answered(true)
         case .success(.integer(0)): return answered(false)
+        case .success(.skipped): return .failure(Self.abandoned)  // never sent: nothing to take back
         case .success(.failure(let message)):
-            inBackground(release, times: 3)
+            release()
             return .failure(unavailable(message))
         case .success:
-            inBackground(release, times: 3)
+            release()
             return .failure(unavailable("unexpected reply to the claim script"))
         }
     }
@@ -175,26 +252,99 @@ package final class RedisReplayStore: ReplayStore {
     /// Deletes the keys that still hold this claim's id, pending or settled. Only this claim's own keys go: another
     /// claim's id never matches.
     static let releaseScript = """
+        local prefix = 'p:' .. ARGV[1] .. ':'
         for i = 1, #KEYS do
           local value = redis.call('GET', KEYS[i])
-          if value == ARGV[1] or value == 'p:' .. ARGV[1] then redis.call('DEL', KEYS[i]) end
+          if value and (value == ARGV[1] or string.sub(value, 1, #prefix) == prefix) then redis.call('DEL', KEYS[i]) end
         end
         return 1
         """
 
-    /// Settles and releases still being tried (bounded: past it, a claim taken back stays until its token expires, and
-    /// a kept one stays pending, which refuses every later claim all the same).
+    /// Kept claims not yet settled, and whether a settle of their own is on its way. Bounded: past it, a kept claim
+    /// stays pending, which refuses every later claim all the same (503 rather than `token_replayed`).
+    private let settles = Locked((claims: [Settle](), flushing: false))
+    static let maximumQueuedSettles = 10_000
+    static let settlesPerCommand = 64
+    /// How long kept claims wait for a claim to carry them before they are sent on their own.
+    static let settleDelaySeconds = 0.002
+
+    private func takeSettles() -> [Settle] {
+        settles.withLock { state in
+            guard !state.claims.isEmpty else { return [] }
+            let taken = Array(state.claims.prefix(Self.settlesPerCommand))
+            state.claims.removeFirst(taken.count)
+            return taken
+        }
+    }
+
+    private func queueSettles(_ claims: [Settle]) {
+        guard !claims.isEmpty else { return }
+        let startFlush = settles.withLock { state -> Bool in
+            state.claims += claims.prefix(max(0, Self.maximumQueuedSettles - state.claims.count))
+            defer { state.flushing = true }
+            return !state.flushing
+        }
+        guard startFlush else { return }
+        Task.detached { [self] in await flushSettles() }
+    }
+
+    /// Sends the settles no claim has carried, a moment after the first was queued; retried for about a minute while
+    /// Redis cannot answer, then dropped (those claims stay pending).
+    private func flushSettles() async {
+        var pause = Self.settleDelaySeconds
+        var failures = 0
+        while true {
+            if pause > 0 { try? await Task.sleep(for: .seconds(pause)) }
+            let batch = settles.withLock { state -> [Settle] in
+                let taken = Array(state.claims.prefix(Self.settlesPerCommand))
+                state.claims.removeFirst(taken.count)
+                if taken.isEmpty { state.flushing = false }
+                return taken
+            }
+            guard !batch.isEmpty else { return }
+            if case .integer = await evaluate(Self.claimArguments(keys: [], expiresAt: 0, claimID: "", settles: batch), waitingForReplica: false)
+                .first
+            {
+                pause = 0
+                failures = 0
+                continue
+            }
+            failures += 1
+            guard failures < 24 else {
+                settles.withLock { state in
+                    state.claims.removeAll()
+                    state.flushing = false
+                }
+                return
+            }
+            settles.withLock { $0.claims.insert(contentsOf: batch, at: 0) }
+            pause = min(max(pause * 2, 0.1), 5)
+        }
+    }
+
+    /// Settles what is still queued, at once (at shutdown: a kept claim left pending would answer its token's replays
+    /// 503 rather than `token_replayed`). One attempt per batch: the process is ending.
+    package func finish() async {
+        while case let batch = takeSettles(), !batch.isEmpty {
+            guard
+                case .integer = await evaluate(Self.claimArguments(keys: [], expiresAt: 0, claimID: "", settles: batch), waitingForReplica: false)
+                    .first
+            else { return }
+        }
+    }
+
+    /// Releases still being tried (bounded: past it, a claim taken back stays until its token expires).
     private let backgroundPending = Locked(0)
     static let maximumBackgroundCommands = 10_000
 
-    /// Runs a settle or release script off the request, retried for about a minute while Redis cannot answer.
+    /// Runs a release script off the request, retried for about a minute while Redis cannot answer.
     ///
     /// A claim answered 503 was never an acceptance, but Redis may have run it anyway (a command that timed out still
     /// runs when Redis wakes; a claim no replica confirmed stays on the master): left there, it would make every later
     /// use of a token never accepted unanswerable. Redis may also run that stale claim after the first release when
     /// both wait on a paused server (it serves its connections in any order), so a release that went through is made
-    /// twice more (`times: 3`), half a second and two seconds later.
-    private func inBackground(_ arguments: [String], times: Int) {
+    /// twice more, half a second and two seconds later.
+    private func releaseInBackground(_ arguments: [String]) {
         let admitted = backgroundPending.withLock { count -> Bool in
             guard count < Self.maximumBackgroundCommands else { return false }
             count += 1
@@ -205,14 +355,14 @@ package final class RedisReplayStore: ReplayStore {
             defer { backgroundPending.withLock { $0 -= 1 } }
             var pause = 0.1
             var done = 0
-            for _ in 0..<24 where done < times {
+            for _ in 0..<24 where done < 3 {
                 if case .integer = await client.command(arguments) {
                     done += 1
                     pause = done == 1 ? 0.5 : 2
                 } else {
                     pause = min(pause * 2, 5)
                 }
-                if done < times { try? await Task.sleep(for: .seconds(pause)) }
+                if done < 3 { try? await Task.sleep(for: .seconds(pause)) }
             }
         }
     }
@@ -290,11 +440,12 @@ package final class RedisClient: Sendable {
 
     deinit { workers.shutdown() }
 
-    func command(_ arguments: [String]) async -> RedisReply { await workers.run { $0.command(arguments) } }
+    /// A command on one of the connections; `.skipped` when the calling task was cancelled before its turn came.
+    func command(_ arguments: [String]) async -> RedisReply { await workers.runUnlessCancelled(cancelled: .skipped) { $0.command(arguments) } }
 
     /// Commands on one connection, in order; stops at the first whose reply `proceed` refuses.
     func commands(_ list: [[String]], proceed: @escaping @Sendable (RedisReply) -> Bool) async -> [RedisReply] {
-        await workers.run { connection in
+        await workers.runUnlessCancelled(cancelled: [.skipped]) { connection in
             var replies: [RedisReply] = []
             for arguments in list {
                 let reply = connection.command(arguments)
@@ -321,6 +472,8 @@ enum RedisReply: Sendable, Equatable {
     case null
     case other
     case failure(String)
+    /// Not sent: the caller was answered (cancelled) while the command waited for a connection.
+    case skipped
 }
 
 /// Owns one `redisContext` (one connection), dialled lazily and re-dialled after any error: to the server, or to the
@@ -476,10 +629,19 @@ enum RedisReply: Sendable, Equatable {
 
     /// One command on `context`: the reply, or `.failure` with hiredis's error when the command could not be sent.
     private func send(_ context: UnsafeMutablePointer<redisContext>, _ arguments: [String]) -> RedisReply {
-        let cStrings = unsafe arguments.map { unsafe strdup($0) }
-        defer { for index in unsafe cStrings.indices { unsafe free(cStrings[index]) } }
-        var argv: [UnsafePointer<CChar>?] = unsafe cStrings.map { unsafe UnsafePointer($0) }
+        // Each argument's exact bytes, with their count (binary-safe: a NUL inside an argument is sent as it is; a
+        // C-string copy would stop at it while hiredis read on for the full length).
         var lengths: [Int] = arguments.map { $0.utf8.count }
+        let buffers = unsafe zip(arguments, lengths).map { argument, count in
+            let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: count + 1)
+            _ = unsafe buffer.initialize(from: argument.utf8)
+            unsafe buffer[count] = 0
+            return unsafe buffer
+        }
+        defer { for index in unsafe buffers.indices { unsafe buffers[index].deallocate() } }
+        var argv: [UnsafePointer<CChar>?] = unsafe buffers.map {
+            unsafe UnsafeRawPointer($0.baseAddress).map { unsafe $0.assumingMemoryBound(to: CChar.self) }
+        }
         guard let raw = unsafe redisCommandArgv(context, Int32(arguments.count), &argv, &lengths) else {
             let message = unsafe withUnsafePointer(to: context.pointee.errstr) {
                 unsafe String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))

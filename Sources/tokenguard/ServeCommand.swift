@@ -110,6 +110,7 @@ struct ServeCommand: AsyncParsableCommand {
                 services: [.init(service: app), .init(service: drain, successTerminationBehavior: .gracefullyShutdownGroup)],
                 gracefulShutdownSignals: [], logger: logger))
         try await group.run()
+        await registry.replayStore?.finish()
     }
 }
 

@@ -103,20 +103,27 @@ struct ReplayTests {
         }
         #expect(value.hasPrefix("c"), "a kept claim is settled in the background: \(value)")
 
-        // Another claim's pending value that never settles: undecided (503), never token_replayed.
+        // Another claim's pending value that does not settle in time: undecided (503), never token_replayed.
+        let redisNow = try redis.cli(["TIME"]).split(separator: "\n").first.map(String.init) ?? ""
+        let pendingNow = "p:elsewhere:\(redisNow)"
         let stuck = "stuck-\(UUID().uuidString)"
-        _ = try redis.cli(["SET", stuck, "p:elsewhere", "EX", "60"])
+        _ = try redis.cli(["SET", stuck, pendingNow, "EX", "60"])
         guard case .failure(let undecided) = await store.claim(keys: [stuck], expiresAt: expiry) else {
             Issue.record("a claim pending elsewhere is neither a first use nor a replay")
             return
         }
         #expect(undecided.code == .replayStoreUnavailable)
+        // Pending for longer than any owner takes to decide (its replica died): it may have been accepted, a replay.
+        let orphaned = "orphaned-\(UUID().uuidString)"
+        let longAgo = (Int(redisNow) ?? 0) - RedisReplayStore.pendingSettlesWithinSeconds - 1
+        _ = try redis.cli(["SET", orphaned, "p:elsewhere:\(longAgo)", "EX", "60"])
+        #expect(try await store.claim(keys: [orphaned], expiresAt: expiry).get() == false)
 
         // A pending claim taken back: the waiting claim goes through. Settled instead: a replay.
         let released = "released-\(UUID().uuidString)"
         let settled = "settled-\(UUID().uuidString)"
-        _ = try redis.cli(["SET", released, "p:elsewhere", "EX", "60"])
-        _ = try redis.cli(["SET", settled, "p:elsewhere", "EX", "60"])
+        _ = try redis.cli(["SET", released, pendingNow, "EX", "60"])
+        _ = try redis.cli(["SET", settled, pendingNow, "EX", "60"])
         async let afterRelease = store.claim(keys: [released], expiresAt: expiry)
         async let afterSettle = store.claim(keys: [settled], expiresAt: expiry)
         try await Task.sleep(for: .milliseconds(100))
@@ -124,6 +131,49 @@ struct ReplayTests {
         _ = try redis.cli(["SET", settled, "elsewhere", "EX", "60"])
         #expect(try await afterRelease.get() == true)
         #expect(try await afterSettle.get() == false)
+
+        // Arguments are bytes with their length: two keys that differ only after a NUL are two keys (a C-string copy
+        // would cut both at the NUL, and hiredis would read past the copy).
+        #expect(try await store.claim(keys: ["nul\u{0}one"], expiresAt: expiry).get() == true)
+        #expect(try await store.claim(keys: ["nul\u{0}two"], expiresAt: expiry).get() == true)
+
+        // Claims go out as EVALSHA once the script is loaded; a Redis that lost it (SCRIPT FLUSH, a restart) still
+        // answers every claim.
+        #expect(try redis.cli(["INFO", "commandstats"]).contains("cmdstat_evalsha:"))
+        _ = try redis.cli(["SCRIPT", "FLUSH"])
+        let afterFlush = "flushed-\(UUID().uuidString)"
+        #expect(try await store.claim(keys: [afterFlush], expiresAt: expiry).get() == true)
+        #expect(try await store.claim(keys: [afterFlush], expiresAt: expiry).get() == false)
+    }
+
+    @Test("a claim whose request is answered while it waits for a connection is never sent (nothing to take back)")
+    func cancelledClaimIsNotSent() async throws {
+        let redis = try RedisServerProcess()
+        defer {
+            redis.signal(SIGCONT)
+            redis.stop()
+        }
+        let store = try RedisReplayStore(url: redis.url, connections: 1, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 5000)
+        let expiry = Int64(Date().timeIntervalSince1970) + 60
+        #expect(try await store.claim(keys: ["warm-\(UUID().uuidString)"], expiresAt: expiry).get() == true)
+        let (first, second) = ("first-\(UUID().uuidString)", "second-\(UUID().uuidString)")
+        redis.signal(SIGSTOP)
+        let holding = Task { await store.claim(keys: [first], expiresAt: expiry) }  // takes the only connection
+        try await Task.sleep(for: .milliseconds(200))
+        let waiting = Task { await store.claim(keys: [second], expiresAt: expiry) }
+        try await Task.sleep(for: .milliseconds(200))
+        waiting.cancel()
+        redis.signal(SIGCONT)
+        #expect(try await holding.value.get() == true)
+        guard case .failure(let answered) = await waiting.value else {
+            Issue.record("a cancelled claim must not be a verdict")
+            return
+        }
+        #expect(answered.code == .requestTimeout)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try redis.cli(["EXISTS", second]).hasPrefix("0"))
+        // Sent, it would have landed and been released (an EVAL of the release script): nothing of the kind ran.
+        #expect(!(try redis.cli(["INFO", "commandstats"]).contains("cmdstat_eval:")))
     }
 
     @Test("a batch answered at its deadline while Redis was paused, retried at once: no token_replayed for its tokens, each accepted once")

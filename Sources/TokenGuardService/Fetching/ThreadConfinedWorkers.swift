@@ -1,5 +1,6 @@
 import Foundation
 import TokenGuardCore
+import TokenGuardSync
 
 /// A fixed set of threads, each owning one resource that never leaves it (a libcurl handle, a Redis
 /// connection), running blocking jobs for `async` callers. Blocking C calls thus never run on Swift's
@@ -43,6 +44,17 @@ package final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
             jobs.append { resource in continuation.resume(returning: body(resource)) }
             condition.signal()
             condition.unlock()
+        }
+    }
+
+    /// The same, unless the calling task is cancelled before a thread takes the job: then `cancelled`, and `body` never
+    /// runs (a request answered while its command waited for a connection sends nothing).
+    package func runUnlessCancelled<T: Sendable>(cancelled: T, _ body: @escaping @Sendable (Resource) -> T) async -> T {
+        let abandoned = Locked(false)
+        return await withTaskCancellationHandler {
+            await run { resource in abandoned.withLock { $0 } ? cancelled : body(resource) }
+        } onCancel: {
+            abandoned.withLock { $0 = true }
         }
     }
 

@@ -16,6 +16,12 @@ package protocol ReplayStore: Sendable {
     func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError>
     /// A description for `/readyz` and logs, and whether the store answers now.
     func health() async -> (ok: Bool, detail: String)
+    /// Writes out what the store still holds for later (at shutdown, after the last request was answered).
+    func finish() async
+}
+
+extension ReplayStore {
+    package func finish() async {}
 }
 
 /// Replay keys: SHA-256 hex of what the signer signed, never of the signature bytes (an ECDSA signature
