@@ -214,14 +214,7 @@ enum HTTPLoad {
     /// Runs wrk (pinned to core 1 when pinning is possible) and reads its report.
     static func runWrk(_ wrk: String, url: String, script: String, connections: Int, seconds: Double) throws -> WrkResult {
         let duration = "\(max(1, Int(seconds.rounded())))s"
-        let process = pinned(wrk, ["-t1", "-c\(connections)", "-d\(duration)", "--latency", "-s", script, url], core: 1)
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
+        let text = try pinned(wrk, ["-t1", "-c\(connections)", "-d\(duration)", "--latency", "-s", script, url], core: 1).outputAfterRunning()
         func milliseconds(_ percentile: String) -> Double {
             guard let line = text.split(separator: "\n").first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix(percentile + " ") }),
                 let value = line.split(separator: " ", omittingEmptySubsequences: true).last

@@ -40,7 +40,7 @@ struct PrivateCAE2ETests {
             ],
             in: dir)
         let key = try SharedTestKeys.rsa()
-        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
+        try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
         let port = try FreeLoopbackPort.pick()
         // openssl's own TLS server serves the workspace's files (-WWW): an HTTPS IdP with the test's certificate.
         let idp = Process()

@@ -62,12 +62,8 @@ struct ReplayTests {
 
     @Test("a claim that timed out but still ran in Redis is not a replay of itself: a paused Redis never turns a first use into token_replayed")
     func pausedRedisIsNotAReplay() async throws {
-        let redis = try RedisServerProcess()
-        defer {
-            redis.signal(SIGCONT)
-            redis.stop()
-        }
-        let store = try RedisReplayStore(url: redis.url, connections: 1, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 500)
+        let (redis, store) = try pausableStore(connections: 1, commandTimeoutMilliseconds: 500)
+        defer { redis.stop() }  // SIGKILL ends a paused server too
         let keys = ["pause-\(UUID().uuidString)", "pause-n-\(UUID().uuidString)"]
         let expiry = Int64(Date().timeIntervalSince1970) + 60
         #expect(await store.health().ok)
@@ -148,12 +144,8 @@ struct ReplayTests {
 
     @Test("a claim whose request is answered while it waits for a connection is never sent (nothing to take back)")
     func cancelledClaimIsNotSent() async throws {
-        let redis = try RedisServerProcess()
-        defer {
-            redis.signal(SIGCONT)
-            redis.stop()
-        }
-        let store = try RedisReplayStore(url: redis.url, connections: 1, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 5000)
+        let (redis, store) = try pausableStore(connections: 1, commandTimeoutMilliseconds: 5000)
+        defer { redis.stop() }  // SIGKILL ends a paused server too
         let expiry = Int64(Date().timeIntervalSince1970) + 60
         #expect(try await store.claim(keys: ["warm-\(UUID().uuidString)"], expiresAt: expiry).get() == true)
         let (first, second) = ("first-\(UUID().uuidString)", "second-\(UUID().uuidString)")
@@ -178,17 +170,12 @@ struct ReplayTests {
 
     @Test("a batch answered at its deadline while Redis was paused, retried at once: no token_replayed for its tokens, each accepted once")
     func retryBeforeReleaseIsNotAReplay() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, server, key, workspace) = try await serverOnPausableRedis()
         defer {
-            redis.signal(SIGCONT)
-            redis.stop()
+            redis.stop()  // SIGKILL ends a paused server too
+            server.stop()
+            _ = workspace  // its files live as long as the server
         }
-        let workspace = try TempWorkspace()
-        let key = try SharedTestKeys.rsa()
-        let config = try config(
-            workspace, key: key, replay: "{ store: redis, redis_url: \"\(redis.url)\" }", extra: "server: { request_timeout_seconds: 1 }")
-        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
-        defer { server.stop() }
         try await server.waitUntilReady()
         let items = try (0..<6).map { index in
             let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "retry-\(index)"))
@@ -220,6 +207,32 @@ struct ReplayTests {
             #expect(history.filter { $0 == "valid" }.count == 1, "item \(index): \(history)")
         }
         #expect(try codes(try await server.post("/v1/verify/batch", body)) == Array(repeating: "token_replayed", count: 6))
+    }
+
+    /// A Redis of the test's own, which it may pause (SIGSTOP), and a replay store on it.
+    func pausableStore(connections: Int, commandTimeoutMilliseconds: Int) throws -> (RedisServerProcess, RedisReplayStore) {
+        let redis = try RedisServerProcess()
+        return (
+            redis,
+            try RedisReplayStore(
+                url: redis.url, connections: connections, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: commandTimeoutMilliseconds)
+        )
+    }
+
+    /// A server with a 1 s request timeout whose replay store is a Redis of its own, which the test may pause; and the
+    /// workspace holding its files.
+    func serverOnPausableRedis() async throws -> (RedisServerProcess, ServerProcess, TestKey, TempWorkspace) {
+        let redis = try RedisServerProcess()
+        let workspace = try TempWorkspace()
+        let key = try SharedTestKeys.rsa()
+        let config = try config(
+            workspace, key: key, replay: "{ store: redis, redis_url: \"\(redis.url)\" }", extra: "server: { request_timeout_seconds: 1 }")
+        do {
+            return (redis, try await ServerProcess(arguments: ["--config", config], workspace: workspace), key, workspace)
+        } catch {
+            redis.stop()
+            throw error
+        }
     }
 
     func config(_ workspace: TempWorkspace, key: TestKey, replay: String, extra: String = "") throws -> String {
@@ -277,12 +290,8 @@ struct ReplayTests {
 
     @Test("a claim answered 503 while Redis was paused is released when Redis wakes: the token is accepted later, once")
     func pausedClaimIsReleased() async throws {
-        let redis = try RedisServerProcess()
-        defer {
-            redis.signal(SIGCONT)
-            redis.stop()
-        }
-        let store = try RedisReplayStore(url: redis.url, connections: 2, connectTimeoutMilliseconds: 300, commandTimeoutMilliseconds: 300)
+        let (redis, store) = try pausableStore(connections: 2, commandTimeoutMilliseconds: 300)
+        defer { redis.stop() }  // SIGKILL ends a paused server too
         let now = Int64(Date().timeIntervalSince1970)
         #expect(try await store.claim(keys: ["warm-\(UUID().uuidString)"], expiresAt: now + 60).get() == true)
         let token = "paused-\(UUID().uuidString)"
@@ -310,17 +319,12 @@ struct ReplayTests {
 
     @Test("a request that timed out while its claim waited on a paused Redis does not burn the token")
     func timedOutClaimIsReleased() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, server, key, workspace) = try await serverOnPausableRedis()
         defer {
-            redis.signal(SIGCONT)
-            redis.stop()
+            redis.stop()  // SIGKILL ends a paused server too
+            server.stop()
+            _ = workspace  // its files live as long as the server
         }
-        let workspace = try TempWorkspace()
-        let key = try SharedTestKeys.rsa()
-        let config = try config(
-            workspace, key: key, replay: "{ store: redis, redis_url: \"\(redis.url)\" }", extra: "server: { request_timeout_seconds: 1 }")
-        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
-        defer { server.stop() }
         let warm = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "warm"))
         #expect(try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(warm)\",\"nonce\":\"warm\"}").status == 200)
         let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: "paused"))

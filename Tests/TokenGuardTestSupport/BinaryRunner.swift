@@ -101,3 +101,17 @@ package final class TempWorkspace: @unchecked Sendable {
         return path
     }
 }
+
+extension Process {
+    /// Runs the process to its end and returns what it wrote to standard output (standard error is dropped). For
+    /// tools whose output is small (redis-cli, wrk's report): read before waiting, so a full pipe never blocks them.
+    package func outputAfterRunning() throws -> String {
+        let output = Pipe()
+        standardOutput = output
+        standardError = FileHandle.nullDevice
+        try run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+}

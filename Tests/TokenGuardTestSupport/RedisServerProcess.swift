@@ -52,13 +52,7 @@ package final class RedisServerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
         process.arguments = ["-p", String(port), "--no-auth-warning"] + authentication + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: text, as: UTF8.self)
+        return try process.outputAfterRunning()
     }
 
     /// Stops the server by its pid and waits for it to exit.
