@@ -36,7 +36,8 @@ package final class RedisReplayStore: ReplayStore {
     /// `token_replayed` because of our own retry.
     ///
     /// KEYS: the claim's keys (ARGV[3] of them; none for a settle alone), then each carried settle's keys. ARGV: the
-    /// claim's expiry, its id, its key count, then for each settle its id, expiry and key count.
+    /// claim's expiry, its id, its key count, then for each settle its id, expiry and key count. A settle's key that
+    /// cannot be read (not a string: written by someone else) is left alone, so it cannot fail the claim carrying it.
     static let claimScript = """
         local claimed = tonumber(ARGV[3])
         local k = claimed + 1
@@ -45,8 +46,8 @@ package final class RedisReplayStore: ReplayStore {
           local prefix = 'p:' .. id .. ':'
           local count = tonumber(ARGV[a + 2])
           for i = k, k + count - 1 do
-            local value = redis.call('GET', KEYS[i])
-            if value and string.sub(value, 1, #prefix) == prefix then redis.call('SET', KEYS[i], id, 'EXAT', ARGV[a + 1]) end
+            local value = redis.pcall('GET', KEYS[i])
+            if type(value) == 'string' and string.sub(value, 1, #prefix) == prefix then redis.call('SET', KEYS[i], id, 'EXAT', ARGV[a + 1]) end
           end
           k = k + count
         end
