@@ -6,11 +6,14 @@ import TokenGuardSync
 /// connection), running blocking jobs for `async` callers. Blocking C calls thus never run on Swift's
 /// cooperative pool or an event loop; jobs queue when every thread is busy.
 ///
-/// `@unchecked Sendable`: `jobs` and `stopping` are only touched under `condition`; each resource is created,
+/// `@unchecked Sendable`: `jobs`, `head` and `stopping` are only touched under `condition`; each resource is created,
 /// used and destroyed on its own thread.
 package final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
     private let condition = NSCondition()
-    private var jobs: [(Resource) -> Void] = []
+    /// Queued jobs from `head` on (taken slots are nil): taking one is O(1) however long the queue grows while the
+    /// resource is slow (a paused Redis, an IdP not answering).
+    private var jobs: [((Resource) -> Void)?] = []
+    private var head = 0
     private var stopping = false
 
     /// Starts `threads` threads named `name-N`, each making its resource with `make` (on that thread).
@@ -26,14 +29,23 @@ package final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
     private func loop(_ resource: Resource) {
         while true {
             condition.lock()
-            while jobs.isEmpty && !stopping { condition.wait() }
-            if jobs.isEmpty && stopping {
+            while head == jobs.count && !stopping { condition.wait() }
+            if head == jobs.count && stopping {
                 condition.unlock()
                 return
             }
-            let job = jobs.removeFirst()
+            let job = jobs[head]
+            jobs[head] = nil
+            head += 1
+            if head == jobs.count {
+                jobs.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 1024 && head * 2 >= jobs.count {
+                jobs.removeFirst(head)
+                head = 0
+            }
             condition.unlock()
-            job(resource)
+            job?(resource)
         }
     }
 
@@ -56,6 +68,13 @@ package final class ThreadConfinedWorkers<Resource>: @unchecked Sendable {
         } onCancel: {
             abandoned.withLock { $0 = true }
         }
+    }
+
+    /// Jobs waiting for a thread.
+    package var queued: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.count - head
     }
 
     /// Lets the threads finish queued work and exit.
