@@ -30,6 +30,8 @@ package final class RedisReplayStore: ReplayStore {
     /// An owner decides within a round trip of its claim landing. A claim pending for longer than
     /// ``pendingSettlesWithinSeconds`` (by Redis's clock, from when it landed) has lost its owner — a replica killed
     /// between claim and settle — and counts as settled: its token may have been accepted, so a later claim is a replay.
+    /// So does one dated more than 2 s ahead of Redis's clock (a clock stepped back, a failover to a server behind),
+    /// which would otherwise never age.
     ///
     /// Each claim carries its own random id (ARGV[2]): when a command timed out but still ran in Redis (a pause, a slow
     /// fork) and is sent again, it finds its own keys and counts as recorded — a first sign-in is never answered
@@ -62,7 +64,7 @@ package final class RedisReplayStore: ReplayStore {
             if value == ARGV[2] or string.sub(value, 1, #prefix) == prefix then mine = mine + 1
             elseif string.sub(value, 1, 2) == 'p:' then
               local since = tonumber(string.match(value, ':(%d+)$'))
-              if since and now - since < \(pendingSettlesWithinSeconds) then unsettled = true else return 0 end
+              if since and since <= now + 2 and now - since < \(pendingSettlesWithinSeconds) then unsettled = true else return 0 end
             else return 0 end
           end
         end
@@ -140,6 +142,8 @@ package final class RedisReplayStore: ReplayStore {
     }
 
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
+        unfinished.withLock { $0.claims += 1 }
+        defer { unfinished.withLock { $0.claims -= 1 } }
         var random = SystemRandomNumberGenerator()
         let claimID = "c" + String(random.next(), radix: 16) + String(random.next(), radix: 16)
         let started = RedisConnection.monotonicSeconds()
@@ -323,9 +327,19 @@ package final class RedisReplayStore: ReplayStore {
         }
     }
 
-    /// Settles what is still queued, at once (at shutdown: a kept claim left pending would answer its token's replays
-    /// 503 rather than `token_replayed`). One attempt per batch: the process is ending.
+    /// Claims still waiting on Redis, and take-backs not yet sent once: what shutdown waits for (bounded).
+    private let unfinished = Locked((claims: 0, releases: 0))
+    static let finishWaitSeconds = 2.0
+
+    /// At shutdown, after the last request was answered: waits (at most ``finishWaitSeconds``) for claims still waiting
+    /// on Redis and for take-backs not yet sent — a claim left pending would count as settled 10 s on, and its token,
+    /// never accepted, would be `token_replayed` — then settles what is queued (a kept claim left pending would answer
+    /// its token's replays 503 rather than `token_replayed`). One attempt per batch: the process is ending.
     package func finish() async {
+        let deadline = RedisConnection.monotonicSeconds() + Self.finishWaitSeconds
+        while unfinished.withLock({ $0.claims > 0 || $0.releases > 0 }), RedisConnection.monotonicSeconds() < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
         while case let batch = takeSettles(), !batch.isEmpty {
             guard
                 case .integer = await evaluate(Self.claimArguments(keys: [], expiresAt: 0, claimID: "", settles: batch), waitingForReplica: false)
@@ -352,19 +366,22 @@ package final class RedisReplayStore: ReplayStore {
             return true
         }
         guard admitted else { return }
-        Task.detached { [client, backgroundPending] in
+        unfinished.withLock { $0.releases += 1 }
+        Task.detached { [client, backgroundPending, unfinished] in
             defer { backgroundPending.withLock { $0 -= 1 } }
             var pause = 0.1
             var done = 0
             for _ in 0..<24 where done < 3 {
                 if case .integer = await client.command(arguments) {
                     done += 1
+                    if done == 1 { unfinished.withLock { $0.releases -= 1 } }
                     pause = done == 1 ? 0.5 : 2
                 } else {
                     pause = min(pause * 2, 5)
                 }
                 if done < 3 { try? await Task.sleep(for: .seconds(pause)) }
             }
+            if done == 0 { unfinished.withLock { $0.releases -= 1 } }
         }
     }
 

@@ -114,6 +114,10 @@ struct ReplayTests {
         let longAgo = (Int(redisNow) ?? 0) - RedisReplayStore.pendingSettlesWithinSeconds - 1
         _ = try redis.cli(["SET", orphaned, "p:elsewhere:\(longAgo)", "EX", "60"])
         #expect(try await store.claim(keys: [orphaned], expiresAt: expiry).get() == false)
+        // Dated ahead of Redis's clock (a clock stepped back): it would never age, so it counts as settled too.
+        let ahead = "ahead-\(UUID().uuidString)"
+        _ = try redis.cli(["SET", ahead, "p:elsewhere:\((Int(redisNow) ?? 0) + 100_000)", "EX", "60"])
+        #expect(try await store.claim(keys: [ahead], expiresAt: expiry).get() == false)
 
         // A pending claim taken back: the waiting claim goes through. Settled instead: a replay.
         let released = "released-\(UUID().uuidString)"
