@@ -34,6 +34,8 @@ swift test "${config[@]}" --skip-build --sanitize="$mode" --scratch-path "$scrat
 grep -E "Test run with|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|SUMMARY" "$log" | sort | uniq -c | head -20
 if [ "$status" -ne 0 ] || grep -qE "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer" "$log"; then
   grep -E -A30 "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer" "$log" | head -80
+  # A failed expectation or a thrown error with no sanitizer report: name the test and what it recorded.
+  grep -E "✘|recorded an issue|Caught error|error:" "$log" | grep -v "passed after" | head -40
   echo "sanitize $mode: FAILED (log: $log)" >&2
   exit 1
 fi
