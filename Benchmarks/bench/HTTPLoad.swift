@@ -24,6 +24,9 @@ enum HTTPLoad {
         var latency: [(Double, Double, Double, Double, Double)]
         /// Answers that were not 2xx under wrk (a scenario whose requests fail measures nothing).
         var failures: Int
+        /// This request's rate over `GET /healthz` on the same server, measured in alternation (wrk, 1 s each): each
+        /// round's ratio, in order. Empty for the floor itself, the peer server, and without wrk.
+        var ratiosToFloor: [Double] = []
     }
 
     enum Server: Equatable {
@@ -64,6 +67,9 @@ enum HTTPLoad {
     static func forwardAuth(_ base: String, _ token: String, _ nonce: String) -> HTTPRequest {
         HTTPRequest(url: base + "/v1/authz/apple", headers: [("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", nonce)])
     }
+
+    /// Alternations of /healthz and the scenario's request for its ratio to the floor (the median is reported).
+    static let floorRounds = 5
 
     static var wrk: String? { ["/usr/bin/wrk", "/usr/local/bin/wrk"].first { FileManager.default.isExecutableFile(atPath: $0) } }
     /// Pinning needs taskset and two cores: the server gets core 0, the generator core 1.
@@ -152,6 +158,18 @@ enum HTTPLoad {
             result.generator = taskset == nil ? "wrk" : "wrk (server on core 0, wrk on core 1)"
             result.oneConnection = (one.p50, one.p99)
             result.failures = many.failures + one.failures
+            // The ratio to the floor from runs seconds apart swings with whatever else the machine does (0.67 to 0.85
+            // for one build in two runs): here each verify second is paired with a /healthz second on this server, on
+            // the same cores, just before it.
+            if case .tokenguard = scenario.server, !request.url.hasSuffix("/healthz") {
+                let floorScript = try workspace.write("floor.lua", wrkScript(HTTPRequest(url: base + "/healthz")))
+                for _ in 0..<Self.floorRounds {
+                    let floor = try runWrk(wrk, url: base + "/healthz", script: floorScript, connections: connections, seconds: 1)
+                    let verify = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: 1)
+                    result.failures += floor.failures + verify.failures
+                    if floor.requestsPerSecond > 0 { result.ratiosToFloor.append(verify.requestsPerSecond / floor.requestsPerSecond) }
+                }
+            }
         } else {
             result.maximumPerSecond = await closedLoop(client: client, request: request, connections: connections, seconds: seconds)
         }
