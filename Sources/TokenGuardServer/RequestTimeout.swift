@@ -10,22 +10,52 @@ import TokenGuardSync
 /// behind a refetch). The answer does not wait for the cancelled work to wind down: a shared key fetch it was
 /// waiting on goes on for the requests still waiting on it.
 enum RequestTimeout {
-    /// Resumes a continuation exactly once, from whichever of the work and the timer finishes first.
-    final class FirstAnswer<Answer: Sendable>: Sendable {
-        private let continuation: Locked<CheckedContinuation<Answer, any Error>?>
+    /// Resumes a continuation exactly once, from whichever of the work and the timer finishes first; and the replay
+    /// claim gate of the request's verification.
+    ///
+    /// A claim the work keeps before the deadline owes the client the work's verdict: the deadline then waits for it
+    /// (microseconds: nothing is awaited after a claim is kept) instead of answering 503 over it, which would leave a
+    /// claim behind that the client was never told of (its retry would meet `token_replayed`). A claim made after the
+    /// deadline is not kept.
+    final class FirstAnswer<Answer: Sendable>: ReplayClaimGate {
+        private struct State {
+            var continuation: CheckedContinuation<Answer, any Error>?
+            var deadlinePassed = false
+            var claimHeld = false
+        }
+        private let state: Locked<State>
 
-        init(_ continuation: CheckedContinuation<Answer, any Error>) { self.continuation = Locked(continuation) }
+        init(_ continuation: CheckedContinuation<Answer, any Error>) { state = Locked(State(continuation: continuation)) }
 
         /// True when this call delivered the answer.
         func deliver(_ result: Result<Answer, any Error>) -> Bool {
             guard
-                let continuation = continuation.withLock({ value in
-                    defer { value = nil }
-                    return value
+                let continuation = state.withLock({ state in
+                    defer { state.continuation = nil }
+                    return state.continuation
                 })
             else { return false }
             continuation.resume(with: result)
             return true
+        }
+
+        var isOpen: Bool { state.withLock { $0.continuation != nil && !$0.deadlinePassed } }
+
+        func holdClaim() -> Bool {
+            state.withLock { state in
+                guard state.continuation != nil, !state.deadlinePassed else { return false }
+                state.claimHeld = true
+                return true
+            }
+        }
+
+        /// At the deadline: no claim is kept after this; true when the timeout may answer, false when a claim kept in
+        /// time leaves the answer to the work.
+        func passDeadline() -> Bool {
+            state.withLock { state in
+                state.deadlinePassed = true
+                return !state.claimHeld
+            }
         }
     }
 
@@ -78,18 +108,23 @@ enum RequestTimeout {
             let answer = FirstAnswer(continuation)
             let task = Locked<Task<Void, Never>?>(nil)
             let deadline = DeadlineWheel.shared.add(after: Double(seconds)) {
+                // A claim kept in time: the work's verdict is owed, and it comes without waiting on anything.
+                guard answer.passDeadline() else { return }
                 // Cancelled before the timeout's answer is made: work that has not claimed a token's replay entry by
-                // then claims none (the stores refuse a cancelled request's claim), so an answer made now from what
-                // has finished leaves no claim behind that it does not report.
+                // then claims none (the gate is closed, and the stores refuse a cancelled request's claim), so an
+                // answer made now from what has finished leaves no claim behind that it does not report.
                 task.withLock { $0 }?.cancel()
                 timedOut(answer)
             }
             task.withLock {
                 $0 = Task {
-                    do {
-                        _ = answer.deliver(.success(try await work()))
-                    } catch {
-                        _ = answer.deliver(.failure(error))
+                    // The request's own gate; a batch gives each item one of its own within this.
+                    await ReplayClaimGates.$current.withValue(answer) {
+                        do {
+                            _ = answer.deliver(.success(try await work()))
+                        } catch {
+                            _ = answer.deliver(.failure(error))
+                        }
                     }
                     DeadlineWheel.shared.remove(deadline)
                 }

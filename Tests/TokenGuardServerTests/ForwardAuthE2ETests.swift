@@ -170,6 +170,12 @@ struct ForwardAuthE2ETests {
         let key = try SharedTestKeys.rsa()
         let server = try await ServerProcess(arguments: ["--config", try config(workspace, key: key)], workspace: workspace)
         defer { server.stop() }
+        // Never ready as a whole (apple_down's keys are unreachable): apple answers 200 once its first key load and
+        // revocations read are done (the listener opens before them).
+        let probe = try appleToken(key) { $0.set("sub", .string("readiness.probe")) }
+        for _ in 0..<400 where try check(server, "GET", "/v1/authz/apple", bearer(probe)).status != 200 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let token = try appleToken(key)
         let head = "POST /v1/authz/apple/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nX-Tokenguard-Nonce: \(Self.nonce)\r\n"
         let (text, firstByte, _) = try RawHTTP.exchange(
@@ -274,10 +280,13 @@ struct ForwardAuthE2ETests {
         #expect(Set(statuses).isSubset(of: [401, 503]))
         // Concurrency: with two slow calls in flight, a third is 503 at once.
         try await Task.sleep(for: .seconds(1.2))
+        let beforeSlow = calls.withLock { $0 }
         // (The slow checks go through the curl client's own threads: blocking sockets would hold the test's executor.)
         async let slow1 = server.get("/v1/authz/github", headers: [("Authorization", "Bearer gho_validslow1")])
         async let slow2 = server.get("/v1/authz/github", headers: [("Authorization", "Bearer gho_validslow2")])
-        try await Task.sleep(for: .milliseconds(1000))
+        // Both slow calls have reached GitHub (counted on arrival) before the third is sent: a sanitized server may
+        // take longer than any fixed pause to send them.
+        for _ in 0..<200 where calls.withLock({ $0 }) - beforeSlow < 2 { try await Task.sleep(for: .milliseconds(25)) }
         let third = try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_validslow3")])
         #expect(third.status == 503 && third.header("Retry-After") != nil)
         #expect(try await slow1.status == 200)

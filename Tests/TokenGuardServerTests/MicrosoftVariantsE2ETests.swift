@@ -207,6 +207,7 @@ struct MicrosoftVariantsE2ETests {
             """)
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
+        try await server.waitUntilReady()
         let ciam = "https://\(Self.contoso).ciamlogin.com/\(Self.contoso)/v2.0"
         #expect(try await verdict(server, "customers", try token(key, tenant: Self.contoso, issuer: ciam)).0 == 200)
         let other = "https://\(Self.stranger).ciamlogin.com/\(Self.stranger)/v2.0"

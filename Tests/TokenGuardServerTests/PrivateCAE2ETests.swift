@@ -71,6 +71,7 @@ struct PrivateCAE2ETests {
         let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"ca-nonce\"}"
 
         let server = try await ServerProcess(arguments: ["--config", trusted], workspace: workspace)
+        try await server.waitUntilReady()
         let answer = try await server.post("/v1/verify", body)
         #expect(answer.status == 200, "\(String(decoding: answer.body, as: UTF8.self)) \(server.log().suffix(600))")
         server.stop()

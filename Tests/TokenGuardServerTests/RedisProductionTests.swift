@@ -379,6 +379,7 @@ struct SecretFileTests {
             """)
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
+        try await server.waitUntilReady()
         #expect(try await server.post("/v1/verify", "{\"provider\":\"github\",\"token\":\"gho_first\"}").status == 200)
         // GitHub now wants the new secret; until the file changes tokenguard cannot ask (503), after it it can.
         expected.withLock { $0 = "second-client-secret-4567" }

@@ -144,6 +144,7 @@ struct SecurityE2ETests {
 
         let fromFile = try await ServerProcess(arguments: ["--config", fileConfig], workspace: workspace)
         defer { fromFile.stop() }
+        try await fromFile.waitUntilReady()
         #expect(try await fromFile.post("/v1/verify", body, headers: [("X-Tokenguard-Key", "first-caller-key-0001")]).status == 200)
         try "third-caller-key-0003\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
         var rotated = false

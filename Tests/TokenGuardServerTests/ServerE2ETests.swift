@@ -412,6 +412,8 @@ struct ServerE2ETests {
             let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: raw))
             return try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(raw)\"}").status
         }
+        // Ready only once the first key fetch and revocations read are done (the listener opens before them).
+        try await waitReady(server)
         #expect(try await server.get("/readyz").status == 200)
         #expect(try await verify() == 200)
         let signalledAt = Date()
