@@ -192,10 +192,14 @@ struct BatchStreamTests {
         let (process, input, output) = try startStreaming(config: config, errors: try workspace.write("stderr", ""))
         defer { if process.isRunning { process.terminate() } }
         let fd = output.fileHandleForReading.fileDescriptor
-        // A line every 2 ms (never a 10 ms pause) for at most 800 lines: a run that cut chunks only on a pause would
-        // answer nothing before the chunk filled at 1,024 lines.
-        var firstAnswerAfter: Int?
+        // One line answered first, so that the process is up and reading (a sanitized build can take longer to start
+        // than the stream below lasts, and would then find it all in the pipe at once).
         var buffered: [UInt8] = []
+        input.fileHandleForWriting.write(Data("{\"id\":-1,\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}\n".utf8))
+        #expect(readLine(fd, buffered: &buffered, seconds: 60) != nil, "the first line was never answered")
+        // Then a line every 2 ms (never a 10 ms pause) for at most 800 lines: a run that cut chunks only on a pause
+        // would answer nothing before the chunk filled at 1,024 lines.
+        var firstAnswerAfter: Int?
         for index in 0..<800 {
             let line = "{\"id\":\(index),\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}\n"
             input.fileHandleForWriting.write(Data(line.utf8))
