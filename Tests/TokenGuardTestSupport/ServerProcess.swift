@@ -105,16 +105,28 @@ package final class ServerProcess: @unchecked Sendable {
     package func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     package func get(_ path: String) async throws -> HTTPResponse {
-        try await client.send(HTTPRequest(url: baseURL + path))
+        try await send(HTTPRequest(url: baseURL + path))
     }
 
     package func post(_ path: String, _ body: String, headers: [(String, String)] = []) async throws -> HTTPResponse {
-        try await client.send(
+        try await send(
             HTTPRequest(url: baseURL + path, method: .post, headers: [("Content-Type", "application/json")] + headers, body: Array(body.utf8)))
     }
 
     package func get(_ path: String, headers: [(String, String)]) async throws -> HTTPResponse {
-        try await client.send(HTTPRequest(url: baseURL + path, headers: headers))
+        try await send(HTTPRequest(url: baseURL + path, headers: headers))
+    }
+
+    /// The request's answer; a request that gets none says whether the server is still running, and its log's end (a
+    /// sanitizer's report in a server goes to that log, not to the test's output).
+    private func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        do {
+            return try await client.send(request)
+        } catch {
+            try? await Task.sleep(for: .milliseconds(200))
+            let state = process.isRunning ? "still running" : "exited with status \(process.terminationStatus)"
+            throw RunnerError("\(error) (\(request.method.rawValue) \(request.url); tokenguard serve \(state); its log ends: \(log().suffix(3000)))")
+        }
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
