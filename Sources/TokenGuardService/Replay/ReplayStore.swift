@@ -68,10 +68,6 @@ package final class MemoryReplayStore: ReplayStore {
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
         let now = clock.seconds
         return state.withLock { state in
-            // A cancelled request was answered already (its timeout's 503), and a closed batch is answering without
-            // this item: a claim now would never reach the client, and the client's retry would meet `token_replayed`.
-            // (The Redis store asks the same on its "claimed" reply, and takes such a claim back.)
-            if !ReplayClaimGates.mayKeepClaim() { return .failure(ReplayGuard.abandoned) }
             for key in keys {
                 if let deadline = state.deadlines[key], deadline > now { return .success(false) }
             }
@@ -83,6 +79,11 @@ package final class MemoryReplayStore: ReplayStore {
                 return .failure(
                     VerificationError(.replayStoreUnavailable, "the replay store is full (\(capacity) live entries)", retryAfterSeconds: 5))
             }
+            // A cancelled request was answered already (its timeout's 503), and a closed batch or a passed deadline is
+            // answering without this verification: a claim now would never reach the client, and the client's retry
+            // would meet `token_replayed`. (The Redis store asks the same on its "claimed" reply, and takes such a claim
+            // back.) Asked only for a claim about to be recorded: the gate holds a claim, never a replay's answer.
+            if !ReplayClaimGates.mayKeepClaim() { return .failure(ReplayGuard.abandoned) }
             for key in keys { state.deadlines[key] = expiresAt }
             return .success(true)
         }
