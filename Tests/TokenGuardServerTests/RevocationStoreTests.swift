@@ -4,6 +4,7 @@ import Testing
 import TokenGuardCore
 import TokenGuardRedis
 import TokenGuardService
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// The revocation stores under damage and races (the second red-team round's findings).
@@ -115,5 +116,97 @@ struct RevocationStoreTests {
         let before = try await store.version()
         try await store.put(revocation("y", 2))
         #expect(try await store.version() != before)
+    }
+}
+
+/// Replicas started together, or `tokenguard revoke` beside a starting server, open one new file at the same instant.
+@Suite
+struct SQLiteFirstOpenTests {
+    @Test("stores opened at the same instant on one new file all open, and find one schema")
+    func simultaneousFirstOpens() async throws {
+        let workspace = try TempWorkspace()
+        for round in 0..<40 {
+            let revocationsPath = workspace.url.appendingPathComponent("revocations-\(round).sqlite").path
+            let archivePath = workspace.url.appendingPathComponent("keys-\(round).sqlite").path
+            let failures = Locked<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { index in
+                do {
+                    if index.isMultiple(of: 2) {
+                        _ = try SQLiteRevocationStore(path: revocationsPath)
+                    } else {
+                        _ = try KeyArchive(path: archivePath)
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 } == [], "round \(round)")
+            let store = try SQLiteRevocationStore(path: revocationsPath)
+            _ = try await store.version()
+            #expect(try await store.all().isEmpty)
+            #expect(try KeyArchive(path: archivePath).entries(provider: "apple").isEmpty)
+        }
+    }
+
+    @Test(
+        "a file whose tables have tokenguard's names but not its columns, types, NOT NULLs or keys is refused, never written into",
+        arguments: [
+            "CREATE TABLE revocations (provider TEXT NOT NULL, subject TEXT NOT NULL, not_before TEXT NOT NULL, PRIMARY KEY (provider, subject))",
+            "CREATE TABLE revocations (provider TEXT NOT NULL, subject INTEGER NOT NULL, not_before INTEGER NOT NULL, PRIMARY KEY (provider, subject))",
+            "CREATE TABLE revocations (provider TEXT NOT NULL, subject TEXT NOT NULL, not_before INTEGER NOT NULL)",
+            "CREATE TABLE revocations (provider TEXT, subject TEXT, not_before INTEGER, PRIMARY KEY (provider, subject))",
+            "CREATE TABLE revocations_version (id INTEGER, version INTEGER NOT NULL)",
+            "CREATE TABLE revocations (provider TEXT NOT NULL, subject TEXT NOT NULL COLLATE NOCASE, not_before INTEGER NOT NULL, PRIMARY KEY (provider, subject))",
+            """
+            CREATE TABLE revocations (provider TEXT NOT NULL, subject TEXT NOT NULL, not_before INTEGER NOT NULL, PRIMARY KEY (provider, subject));
+            CREATE TRIGGER undo AFTER INSERT ON revocations BEGIN DELETE FROM revocations; END
+            """,
+            "CREATE TABLE t (a); CREATE VIEW revocations AS SELECT a AS provider, a AS subject, a AS not_before FROM t",
+            "CREATE TABLE keys (provider TEXT NOT NULL, kid TEXT NOT NULL, jwk TEXT NOT NULL, PRIMARY KEY (provider, kid))",
+            "CREATE TABLE tenant_names (authority TEXT NOT NULL, name TEXT NOT NULL, tenant_id INTEGER NOT NULL, resolved_at INTEGER NOT NULL, PRIMARY KEY (authority, name))",
+        ])
+    func foreignTables(sql: String) async throws {
+        let workspace = try TempWorkspace()
+        let path = workspace.url.appendingPathComponent("file.sqlite").path
+        try await DatabaseQueue(path: path).write { db in try db.execute(sql: sql) }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let isArchive = sql.contains("TABLE keys") || sql.contains("TABLE tenant_names")
+        #expect(throws: (any Error).self) {
+            if isArchive { _ = try KeyArchive(path: path) } else { _ = try SQLiteRevocationStore(path: path) }
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "nothing written into a file that is not ours")
+    }
+
+    @Test("a complete file opens without a write (a read-only replica, a writer holding the lock); GRDB's migrator finds it migrated")
+    func completeFilesOpenWithoutWriting() async throws {
+        let workspace = try TempWorkspace()
+        let revocationsPath = workspace.url.appendingPathComponent("revocations.sqlite").path
+        let archivePath = workspace.url.appendingPathComponent("keys.sqlite").path
+        try await SQLiteRevocationStore(path: revocationsPath).put(Revocation(provider: "apple", subject: "s", notBefore: 5))
+        _ = try KeyArchive(path: archivePath)
+        // A tokenguard that still makes its tables with GRDB's migrator (the same migration names) finds nothing to do.
+        for (path, names) in [(revocationsPath, ["v1"]), (archivePath, ["v1", "v2-tenant-names"])] {
+            var migrator = DatabaseMigrator()
+            for name in names { migrator.registerMigration(name) { _ in Issue.record("migration \(name) ran again on \(path)") } }
+            try migrator.migrate(try DatabaseQueue(path: path))
+        }
+        // Another process holds the write lock for longer than the busy timeout: opening still works, as it only reads.
+        for path in [revocationsPath, archivePath] {
+            let seconds = try Self.secondsToOpenWhileLocked(path, archive: path == archivePath)
+            #expect(seconds < 1.5, "no wait for the write lock")
+        }
+        #expect(try await SQLiteRevocationStore(path: revocationsPath).all() == [Revocation(provider: "apple", subject: "s", notBefore: 5)])
+    }
+
+    /// Seconds to open the store at `path` while another connection holds its write lock.
+    static func secondsToOpenWhileLocked(_ path: String, archive: Bool) throws -> Double {
+        let holder = try DatabaseQueue(path: path)
+        return try holder.writeWithoutTransaction { db -> Double in
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            defer { try? db.execute(sql: "ROLLBACK") }
+            let started = Date()
+            if archive { _ = try KeyArchive(path: path) } else { _ = try SQLiteRevocationStore(path: path) }
+            return Date().timeIntervalSince(started)
+        }
     }
 }

@@ -26,38 +26,18 @@ package final class KeyArchive: Sendable {
     /// Opens (creating if needed) the archive at `path`. Throws if the file is not a usable SQLite database.
     package init(path: String) throws {
         self.path = path
-        var configuration = GRDB.Configuration()
-        configuration.busyMode = .timeout(2)
-        database = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE keys (
-                        provider TEXT NOT NULL,
-                        kid TEXT NOT NULL,
-                        thumbprint TEXT NOT NULL,
-                        jwk TEXT NOT NULL,
-                        first_seen INTEGER NOT NULL,
-                        last_seen INTEGER NOT NULL,
-                        PRIMARY KEY (provider, kid, thumbprint)
-                    )
-                    """)
-        }
-        migrator.registerMigration("v2-tenant-names") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE tenant_names (
-                        authority TEXT NOT NULL,
-                        name TEXT NOT NULL,
-                        tenant_id TEXT NOT NULL,
-                        resolved_at INTEGER NOT NULL,
-                        PRIMARY KEY (authority, name)
-                    )
-                    """)
-        }
-        try migrator.migrate(database)
+        database = try SQLiteFile.open(path, tables: Self.tables, migrations: ["v1", "v2-tenant-names"])
     }
+
+    static let tables = [
+        SQLiteTable(
+            "keys",
+            [
+                .text("provider", key: 1), .text("kid", key: 2), .text("thumbprint", key: 3), .text("jwk"), .integer("first_seen"),
+                .integer("last_seen"),
+            ]),
+        SQLiteTable("tenant_names", [.text("authority", key: 1), .text("name", key: 2), .text("tenant_id"), .integer("resolved_at")]),
+    ]
 
     /// Records that the tenant `name` (a domain) resolved to `tenantID` at `authority`.
     package func recordTenant(authority: String, name: String, tenantID: String, at time: Int64) throws {

@@ -21,20 +21,6 @@ extension RevocationStore {
     package func put(_ revocation: Revocation) async throws { try await put(revocation, onlyLater: false) }
 }
 
-/// A value read from a SQLite row only when it has the expected storage class: GRDB's typed reads trap on a value of
-/// another type, and the file is one anyone with disk access can edit.
-package enum SQLiteValue {
-    package static func int64(_ row: Row, _ column: String) -> Int64? {
-        if case .int64(let value) = (row[column] as DatabaseValue).storage { return value }
-        return nil
-    }
-
-    package static func string(_ row: Row, _ column: String) -> String? {
-        if case .string(let value) = (row[column] as DatabaseValue).storage { return value }
-        return nil
-    }
-}
-
 /// Revocations in SQLite (the embedded default), in their own file beside the key archive. `tokenguard revoke`
 /// writes the same file; running servers see the write at their next poll. A file moved, deleted or replaced under
 /// a running server is noticed (its identity is checked at every poll) and reopened; a missing one is an error.
@@ -61,27 +47,19 @@ package final class SQLiteRevocationStore: RevocationStore {
         return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     }
 
+    /// A new file's version is random like every later one: a reader that saw another file's first version must
+    /// still notice this one.
     static func open(_ path: String) throws -> DatabaseQueue {
-        var configuration = GRDB.Configuration()
-        configuration.busyMode = .timeout(2)
-        let database = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE revocations (
-                        provider TEXT NOT NULL,
-                        subject TEXT NOT NULL,
-                        not_before INTEGER NOT NULL,
-                        PRIMARY KEY (provider, subject)
-                    );
-                    CREATE TABLE revocations_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
-                    INSERT INTO revocations_version (id, version) VALUES (1, 0);
-                    """)
-        }
-        try migrator.migrate(database)
-        return database
+        try SQLiteFile.open(path, tables: tables, migrations: ["v1"])
     }
+
+    static let tables = [
+        SQLiteTable(
+            "revocations", [.text("provider", key: 1), .text("subject", key: 2), .integer("not_before")]),
+        SQLiteTable(
+            "revocations_version", [.rowID("id"), .integer("version")], checks: ["id = 1"],
+            seed: "INSERT OR IGNORE INTO revocations_version (id, version) VALUES (1, random());"),
+    ]
 
     /// The open database, reopened when the file at `path` is no longer the one opened.
     private func database() throws -> DatabaseQueue {
