@@ -5,14 +5,17 @@ import TokenGuardTestSupport
 
 /// Contract v2 "Batch ids": an over-long `tokenguard batch` line keeps its id; HTTP batch items may carry one.
 struct BatchIDTests {
+    /// A config for one Apple provider whose keys are a file in `workspace`; `settings` are top-level lines before it.
+    func config(_ workspace: TempWorkspace, settings: String = "") throws -> String {
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([try SharedTestKeys.rsa()]))
+        return try workspace.write(
+            "tokenguard.yaml", settings + "providers:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
+    }
+
     @Test("an over-long batch line gets its id back (from its first 4 KiB) with token_too_large or invalid_request")
     func overlongLinesKeepTheirID() throws {
         let workspace = try TempWorkspace()
-        let key = try SharedTestKeys.rsa()
-        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([key]))
-        let config = try workspace.write(
-            "tokenguard.yaml",
-            "max_token_bytes: 1024\nproviders:\n  apple: { audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
+        let config = try config(workspace, settings: "max_token_bytes: 1024\n")
         let huge = String(repeating: "A", count: 20_000)
         let lines = [
             "{\"id\":\"first\",\"provider\":\"apple\",\"token\":\"\(huge)\"}",
@@ -32,5 +35,20 @@ struct BatchIDTests {
         #expect(verdicts[2]["error"]?.objectValue?["code"] == .string("token_too_large"))
         #expect(verdicts[3]["id"] == .integer(3))
         #expect(verdicts[3]["error"]?.objectValue?["code"] == .string("malformed_token"))
+    }
+
+    @Test("a numeric id comes back as it was written, not as the nearest double")
+    func numericIDsAsWritten() throws {
+        let workspace = try TempWorkspace()
+        let config = try config(workspace)
+        let ids = ["18446744073709551615", "123456789012345678901234567890", "1.10", "1e2", "-0.5E-3", "9223372036854775808", "42"]
+        let lines = ids.map { "{\"id\":\($0),\"provider\":\"apple\",\"token\":\"a.b.c\"}" }
+        let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
+        let run = try BinaryRunner.run(["batch", "--config", config, input])
+        let out = run.stdout.split(separator: "\n")
+        #expect(out.count == ids.count)
+        for (line, id) in zip(out, ids) {
+            #expect(line.hasPrefix("{\"id\":\(id),"), "\(line)")
+        }
     }
 }

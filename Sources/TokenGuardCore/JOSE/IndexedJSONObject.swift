@@ -409,7 +409,8 @@ extension JSONParser.Cursor {
                 position = end
                 return
             }
-            // Other numbers: parsed and written as the tree would be (`1.0` is written `1`, `-0` as `0`).
+            // Other numbers: parsed and written as the tree would be (`-0` as `0`; a number that is not an Int64 as
+            // it was written).
             guard let value = try? parseValue(depth: 1) else {
                 position = start + 1
                 return

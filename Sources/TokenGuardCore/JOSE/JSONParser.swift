@@ -316,7 +316,7 @@ public struct JSONParser {
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
             if isInteger, let integer = Int64(text) { return .integer(integer) }
             guard let double = Double(text), double.isFinite else { throw Error(message: "number out of range", offset: start) }
-            return .number(double)
+            return .number(double, literal: text)
         }
     }
 }

@@ -6,8 +6,11 @@ public enum JSONValue: Sendable, Equatable {
     case bool(Bool)
     /// An integer literal that fits in `Int64` exactly.
     case integer(Int64)
-    /// Any other number (fraction, exponent, or too large for `Int64`); always finite.
-    case number(Double)
+    /// Any other number (fraction, exponent, or too large for `Int64`); always finite. A parsed number keeps its
+    /// `literal` (its text as it came, JSON's number grammar checked), so that what is echoed (a batch item's `id`) is
+    /// what was sent, not the nearest double (`18446744073709551615` is not `1.8446744073709552e19`). Values compare
+    /// by the double.
+    case number(Double, literal: String? = nil)
     case string(String)
     case array([JSONValue])
     case object(JSONObject)
@@ -38,7 +41,7 @@ public enum JSONValue: Sendable, Equatable {
         case (.null, .null): true
         case (.bool(let l), .bool(let r)): l == r
         case (.integer(let l), .integer(let r)): l == r
-        case (.number(let l), .number(let r)): l == r
+        case (.number(let l, _), .number(let r, _)): l == r
         case (.string(let l), .string(let r)): l.sameBytes(as: r)
         case (.array(let l), .array(let r)): l == r
         case (.object(let l), .object(let r)): l == r

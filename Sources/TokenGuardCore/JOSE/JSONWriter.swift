@@ -36,7 +36,8 @@ public enum JSONWriter {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .integer(let i): writeInteger(i, into: &out)
-        case .number(let d):
+        case .number(_, let literal?): out.append(contentsOf: literal.utf8)
+        case .number(let d, nil):
             if d == d.rounded(), abs(d) < 9.007_199_254_740_992e15 {
                 out.append(contentsOf: String(Int64(d)).utf8)
             } else {

@@ -123,7 +123,7 @@ struct ClaimsReader {
         switch value {
         case .integer(let integer):
             seconds = integer
-        case .number(let double):
+        case .number(let double, _):
             guard double.isFinite, double >= 0, double <= Double(Self.maximumNumericDate) else {
                 throw VerificationError(.malformedToken, "claim \(name) is out of range")
             }

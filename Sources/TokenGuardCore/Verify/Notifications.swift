@@ -86,7 +86,7 @@ public struct AppleNotificationEvent: Sendable, Equatable {
         let milliseconds: Int64
         switch events["event_time"] {
         case .integer(let value)?: milliseconds = value
-        case .number(let value)? where value.isFinite && value >= 0 && value < 1e17: milliseconds = Int64(value)
+        case .number(let value, _)? where value.isFinite && value >= 0 && value < 1e17: milliseconds = Int64(value)
         case .string(let text)? where text.utf8.count <= 17 && text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) && !text.isEmpty:
             milliseconds = Int64(text) ?? -1
         default: return .failure(VerificationError(.malformedToken, "events.event_time must be milliseconds since 1970"))
