@@ -38,7 +38,9 @@ package func buildApplication(
     RevocationRoutes(registry: registry, settings: settings, kinds: kinds, logger: logger).register(on: router)
     var application = Application(
         router: router,
-        server: ServerEventLoops.httpServer(configuration: .init(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))),
+        server: ServerEventLoops.httpServer(
+            configuration: .init(
+                additionalChannelHandlers: [ClosingAfterResponse()], idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))),
         configuration: .init(address: .hostname(host, port: port), serverName: "tokenguard", reuseAddress: true),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
         eventLoopGroupProvider: .shared(ServerEventLoops.group), logger: logger)

@@ -178,11 +178,14 @@ struct ForwardAuthE2ETests {
         }
         let token = try appleToken(key)
         let head = "POST /v1/authz/apple/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nX-Tokenguard-Nonce: \(Self.nonce)\r\n"
-        let (text, firstByte, _) = try RawHTTP.exchange(
-            port: server.port, Array((head + "Content-Length: 10000000\r\n\r\npartial").utf8), timeout: 1.5)
+        let (text, firstByte, closed) = try RawHTTP.exchange(
+            port: server.port, Array((head + "Content-Length: 10000000\r\n\r\npartial").utf8), timeout: 8)
         #expect(text.hasPrefix("HTTP/1.1 200"), "\(text.prefix(200))")
         #expect((firstByte ?? 99) < 1)
         #expect(try RawHTTP.parse(text).header("Connection") == "close")
+        // And the connection does end, as the answer says (at the latest 5 s later): the upload is not read and thrown
+        // away for as long as it comes.
+        #expect(closed, "the connection is closed after the answer")
         #expect(server.process.isRunning)
     }
 

@@ -43,3 +43,15 @@ struct RequestTimeoutTests {
         #expect(after.withLock { $0.kept } == false)
     }
 }
+
+struct ClosingAfterResponseTests {
+    @Test("a Connection value says close when one of its comma-separated options is close, in any case")
+    func connectionOptions() {
+        for value in ["close", "Close", "CLOSE", " keep-alive, close ", "upgrade,close", "close\t"] {
+            #expect(ClosingAfterResponse.saysClose(value), "\(value)")
+        }
+        for value in ["", "keep-alive", "closed", "clos", "xclose", "close-ish", ",", "c lose"] {
+            #expect(!ClosingAfterResponse.saysClose(value), "\(value)")
+        }
+    }
+}

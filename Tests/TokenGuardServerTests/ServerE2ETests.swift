@@ -212,6 +212,11 @@ struct ServerE2ETests {
         #expect(idResults[1].objectValue?["id"] == .array([.integer(1), .object(JSONObject([("k", .null)]))]))
         #expect(idResults[1].objectValue?["error"]?.objectValue?["code"] == .string("invalid_request"))
         #expect(idResults[2].objectValue?["id"] == nil)
+        // A numeric id comes back as written: 18446744073709551615 as the nearest double would no longer match its item.
+        let numeric = try await setup.server.post(
+            "/v1/verify/batch", "{\"items\":[{\"id\":18446744073709551615,\"token\":5},{\"id\":1.10,\"token\":5}]}")
+        let numericText = String(decoding: numeric.body, as: UTF8.self)
+        #expect(numericText.contains("{\"id\":18446744073709551615,") && numericText.contains("{\"id\":1.10,"), "\(numericText)")
         let single = try await setup.server.post("/v1/verify", "{\"id\":1,\"provider\":\"apple\",\"token\":\"a.b.c\"}")
         #expect(single.status == 400)
         // Empty and non-object items (schemathesis found that these crashed a release build: the task group's result
@@ -326,13 +331,70 @@ struct ServerE2ETests {
         defer { setup.server.stop() }
         // Found by the abuse run: the server used to wait for the 100 MB until a timeout closed the connection.
         let head = "POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{\"provider\":"
-        let (response, seconds, _) = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 3)
+        let (response, seconds, closed) = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 9)
         #expect(response.hasPrefix("HTTP/1.1 413"), "\(response.prefix(200))")
         #expect(response.lowercased().contains("connection: close"))
+        // The connection ends as the answer says, at the latest ClosingAfterResponse.lingerSeconds (5) later (it used to
+        // stay open, reading and discarding whatever body came, for as long as it came).
+        #expect(closed, "the connection is closed after the 413")
+        // A client that sends its whole body before it reads still gets the 413 (closing at once, with the upload
+        // unread, answered it with a reset), and a request sent after it on the connection is not served.
+        let body = String(repeating: "a", count: 5_000_000)
+        let naive =
+            "POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        let (sentAll, naiveResponse, naiveClosed) = try RawHTTP.sendAllThenRead(port: setup.server.port, Array(naive.utf8), timeout: 9)
+        #expect(sentAll, "the upload was read, not reset")
+        #expect(naiveResponse.hasPrefix("HTTP/1.1 413"), "\(naiveResponse.prefix(200))")
+        #expect(naiveResponse.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer: \(naiveResponse.prefix(600))")
+        #expect(naiveClosed)
         #expect(response.contains("\"invalid_request\""))
         #expect((seconds ?? 99) < 2, "answered after \(seconds ?? 99) s: the server waited for the body")
         // The server is still fine for everyone else.
         #expect(try await setup.server.get("/healthz").status == 200)
+    }
+
+    @Test("pipelined requests are answered in order; one sent after a Connection: close answer is not served (its token stays unused)")
+    func pipelinedAfterClose() async throws {
+        let setup = try await start(extraConfig: "replay: { store: memory }")
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        let now = Int64(Date().timeIntervalSince1970)
+        // Each token with its own nonce: a nonce, too, is accepted once.
+        func token(_ subject: String) throws -> String {
+            var claims = ProviderTokens.apple(now: now, rawNonce: subject)
+            claims.set("sub", .string(subject))
+            return try setup.key.sign(claims)
+        }
+        func verifyBody(_ token: String, _ subject: String) -> String {
+            "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(subject)\"}"
+        }
+        func verify(_ subject: String) throws -> String {
+            let body = verifyBody(try token(subject), subject)
+            return "POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
+        // Three verifications in one write: three answers, in order, the connection kept.
+        let (answers, _, _) = try RawHTTP.exchange(port: setup.server.port, Array(try ["p1", "p2", "p3"].map(verify).joined().utf8), timeout: 1.5)
+        let statuses = answers.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+        #expect(statuses == ["200", "200", "200"], "\(answers.prefix(300))")
+        // An oversized body and, in the same write, a verification: the 413 only; the token was never used.
+        let oversized = String(repeating: "a", count: 70_000)
+        let first =
+            "POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(oversized.utf8.count)\r\n\r\n\(oversized)"
+        let (answer, _, _) = try RawHTTP.exchange(port: setup.server.port, Array((first + verify("after-413")).utf8), timeout: 1.5)
+        #expect(answer.hasPrefix("HTTP/1.1 413") && answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(answer.prefix(300))")
+        // A forward-auth request with a body, then a verification: the same.
+        let authz = "POST /v1/authz/apple HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+        let (authzAnswer, _, _) = try RawHTTP.exchange(port: setup.server.port, Array((authz + verify("after-authz")).utf8), timeout: 1.5)
+        #expect(authzAnswer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(authzAnswer.prefix(300))")
+        // A client that ends its input with the request is not kept waiting for the linger time.
+        let (_, _, closedAtOnce) = try RawHTTP.exchange(
+            port: setup.server.port, Array((authz + verify("half-closed")).utf8), timeout: 2, halfClose: true)
+        #expect(closedAtOnce, "closed when the client's input ended, not 5 s later")
+        for subject in ["after-413", "after-authz", "half-closed"] {
+            let response = try await setup.server.post("/v1/verify", verifyBody(try token(subject), subject))
+            #expect(response.status == 200, "the pipelined request was not served: \(String(decoding: response.body, as: UTF8.self))")
+        }
     }
 
     @Test("readyz is 503 until keys are usable; verify is 503 keys_unavailable with Retry-After; providers and metrics report")

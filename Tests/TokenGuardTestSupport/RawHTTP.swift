@@ -5,11 +5,15 @@ import Foundation
 package enum RawHTTP {
     /// Sends `bytes`, then reads until the server closes the connection or `timeout` passes. Returns what was
     /// read, the seconds until its first byte (nil: nothing came), and whether the server closed the connection.
-    package static func exchange(port: Int, _ bytes: [UInt8], timeout: Double) throws -> (response: String, firstByteSeconds: Double?, closed: Bool) {
+    /// With `halfClose`, the client's end of input follows the bytes at once (`shutdown(SHUT_WR)`).
+    package static func exchange(port: Int, _ bytes: [UInt8], timeout: Double, halfClose: Bool = false) throws -> (
+        response: String, firstByteSeconds: Double?, closed: Bool
+    ) {
         guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
         defer { close(fd) }
         let started = Date()
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if halfClose { shutdown(fd, Int32(SHUT_WR)) }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         var firstByte: Double? = nil
@@ -27,6 +31,37 @@ package enum RawHTTP {
             }
         }
         return (String(decoding: received, as: UTF8.self), firstByte, closed)
+    }
+
+    /// As a client that writes its whole request before it reads the answer: `sentAll` is false when a write failed
+    /// (the server reset the connection), as such a client would then fail without reading anything.
+    package static func sendAllThenRead(port: Int, _ bytes: [UInt8], timeout: Double) throws -> (
+        sentAll: Bool, response: String, closed: Bool
+    ) {
+        guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
+        defer { close(fd) }
+        let started = Date()
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, min(65_536, $0.count - sent), Int32(MSG_NOSIGNAL)) }
+            if count <= 0 { break }
+            sent += count
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var closed = false
+        while Date().timeIntervalSince(started) < timeout {
+            var wait = timeval(tv_sec: 0, tv_usec: 200_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count > 0 {
+                received.append(contentsOf: buffer[0..<count])
+            } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                closed = true
+                break
+            }
+        }
+        return (sent == bytes.count, String(decoding: received, as: UTF8.self), closed)
     }
 
     /// A blocking TCP connection to 127.0.0.1:`port`, or nil. The caller closes it.
