@@ -179,7 +179,7 @@ struct JWKSKeySourceTests {
         if case .failure(let error) = second { #expect((error.retryAfterSeconds ?? 0) >= 1) }
     }
 
-    @Test("connection refused: keys_unavailable, then recovery when the IdP is back")
+    @Test("connection refused: keys_unavailable")
     func refusedThenBack() async throws {
         let key = try SharedTestKeys.rsa()
         let dead = try FakeHTTPServer()

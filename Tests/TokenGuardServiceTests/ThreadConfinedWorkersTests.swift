@@ -46,12 +46,16 @@ import TokenGuardSync
         defer { workers.shutdown() }
         let released = Locked(false)
         let ran = Locked(false)
+        let blocking = Locked(false)
         let blocker = Task {
             await workers.run { _ in
+                blocking.withLock { $0 = true }
                 for _ in 0..<10_000 where !released.withLock({ $0 }) { usleep(1000) }
                 return 0
             }
         }
+        // The one thread is taken before the second job is queued (the two tasks may start in either order).
+        for _ in 0..<1000 where !blocking.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
         let waiting = Task {
             await workers.runUnlessCancelled(cancelled: -1) { _ in
                 ran.withLock { $0 = true }

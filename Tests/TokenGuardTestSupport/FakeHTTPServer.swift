@@ -56,32 +56,48 @@ package final class FakeHTTPServer: @unchecked Sendable {
 
     package init(handler: @escaping Handler = { _ in Response(status: 404) }) throws {
         self.handler = Locked(handler)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw RunnerError("socket failed") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(fd, 512) == 0 else {
-            close(fd)
-            throw RunnerError("bind/listen on 127.0.0.1 failed")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
-        listener = fd
+        (listener, port) = try Self.listenOnUnusedPort()
         let thread = Thread { [self] in acceptLoop() }
         thread.start()
     }
 
     deinit { stop() }
+
+    /// A listening socket on a port of 127.0.0.1 this test process has never used (``FreeLoopbackPort/claim(_:)``).
+    /// Ports the kernel offers that were used before stay bound until the search ends, so it offers others.
+    private static func listenOnUnusedPort() throws -> (Int32, Int) {
+        var refused: [Int32] = []
+        defer { for fd in refused { close(fd) } }
+        for _ in 0..<64 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw RunnerError("socket failed") }
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = 0
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            guard bound else {
+                close(fd)
+                throw RunnerError("bind on 127.0.0.1 failed")
+            }
+            let port = Int(UInt16(bigEndian: address.sin_port))
+            guard FreeLoopbackPort.claim(port) else {
+                refused.append(fd)
+                continue
+            }
+            guard listen(fd, 512) == 0 else {
+                close(fd)
+                throw RunnerError("listen on 127.0.0.1 failed")
+            }
+            return (fd, port)
+        }
+        throw RunnerError("no loopback port left that this test process has not used")
+    }
 
     /// Replaces the handler (e.g. to rotate keys or start failing).
     package func respond(_ handler: @escaping Handler) { self.handler.withLock { $0 = handler } }
@@ -95,11 +111,13 @@ package final class FakeHTTPServer: @unchecked Sendable {
             return running
         }
         guard wasRunning else { return }
+        // Only shut down: the accept loop closes the descriptor when it leaves. Closed here, its number could be
+        // reused by another test's new listener before the loop's next accept, which would then serve that test.
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private func acceptLoop() {
+        defer { close(listener) }
         while running.withLock({ $0 }) {
             let connection = accept(listener, nil, nil)
             if connection < 0 {

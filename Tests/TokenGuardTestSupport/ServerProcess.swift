@@ -125,7 +125,11 @@ package final class ServerProcess: @unchecked Sendable {
         } catch {
             try? await Task.sleep(for: .milliseconds(200))
             let state = process.isRunning ? "still running" : "exited with status \(process.terminationStatus)"
-            throw RunnerError("\(error) (\(request.method.rawValue) \(request.url); tokenguard serve \(state); its log ends: \(log().suffix(3000)))")
+            // A sanitizer's report is given from its start (its end is only the threads' creation stacks).
+            let log = log()
+            let report = ["WARNING: ThreadSanitizer", "ERROR: AddressSanitizer"].lazy.compactMap { log.range(of: $0) }.first
+            let excerpt = report.map { String(log[$0.lowerBound...].prefix(12_000)) } ?? String(log.suffix(3000))
+            throw RunnerError("\(error) (\(request.method.rawValue) \(request.url); tokenguard serve \(state); its log: \(excerpt))")
         }
     }
 
@@ -160,5 +164,12 @@ package enum FreeLoopbackPort {
             if handedOut.withLock({ $0.insert(port).inserted }) { return port }
         }
         throw RunnerError("no loopback port left that this test process has not used")
+    }
+
+    /// Records a port a test bound itself (port 0, the kernel's choice); false if it was handed out before. A stopped
+    /// server's port must stay unused: a test that expects a refused connection there could otherwise reach another
+    /// test's IdP bound to it since (CI: `refusedThenBack` got something other than keys_unavailable).
+    package static func claim(_ port: Int) -> Bool {
+        handedOut.withLock { $0.insert(port).inserted }
     }
 }
