@@ -46,6 +46,8 @@ struct BatchStreamTests {
         var environment = ProcessInfo.processInfo.environment
         BinaryRunner.applyChildSanitizerOptions(&environment)
         process.environment = environment
+        // Relative defaults (the revocations file) land beside the config, never in a directory other tests share.
+        process.currentDirectoryURL = URL(fileURLWithPath: config).deletingLastPathComponent()
         let (input, output) = (Pipe(), Pipe())
         process.standardInput = input
         process.standardOutput = output
@@ -92,6 +94,7 @@ struct BatchStreamTests {
         var environment = ProcessInfo.processInfo.environment
         BinaryRunner.applyChildSanitizerOptions(&environment)
         process.environment = environment
+        process.currentDirectoryURL = workspace.url
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
@@ -160,6 +163,7 @@ struct BatchStreamTests {
         var environment = ProcessInfo.processInfo.environment
         BinaryRunner.applyChildSanitizerOptions(&environment)
         process.environment = environment
+        process.currentDirectoryURL = workspace.url
         process.standardInput = FileHandle(fileDescriptor: ends[0], closeOnDealloc: false)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
@@ -236,6 +240,7 @@ struct BatchStreamTests {
             var environment = ProcessInfo.processInfo.environment
             BinaryRunner.applyChildSanitizerOptions(&environment)
             process.environment = environment
+            process.currentDirectoryURL = workspace.url
             let dead = FileHandle(fileDescriptor: ends[1], closeOnDealloc: false)
             process.standardOutput = stream == STDOUT_FILENO ? dead : FileHandle.nullDevice
             process.standardError = stream == STDERR_FILENO ? dead : try FileHandle(forWritingTo: URL(fileURLWithPath: errors))

@@ -19,7 +19,7 @@ struct CLIFetchTests {
             "tokenguard.yaml",
             """
             key_archive: "keys.sqlite"
-            http: { connect_timeout_ms: 500, timeout_ms: 1000 }
+            http: { connect_timeout_ms: 5000, timeout_ms: 5000 }
             providers:
               apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(server.baseURL)/jwks", dev_idp: true }
             """)

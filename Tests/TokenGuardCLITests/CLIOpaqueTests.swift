@@ -21,7 +21,7 @@ struct CLIOpaqueTests {
         let config = try workspace.write(
             "tokenguard.yaml",
             """
-            http: { timeout_ms: 1000 }
+            http: { timeout_ms: 5000 }
             providers:
               github: { client_id: "Iv1.abc", client_secret_env: "TG_TEST_GITHUB_SECRET", api_url: "\(server.baseURL)", dev_idp: true }
             """)

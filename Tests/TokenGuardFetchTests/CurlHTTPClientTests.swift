@@ -6,9 +6,9 @@ import TokenGuardTestSupport
 
 /// The libcurl client against a real HTTP server on 127.0.0.1.
 struct CurlHTTPClientTests {
-    static func client(timeoutMilliseconds: Int = 1_000) -> CurlHTTPClient {
+    static func client(timeoutMilliseconds: Int = 5_000) -> CurlHTTPClient {
         var configuration = CurlHTTPClient.Configuration()
-        configuration.connectTimeoutMilliseconds = 500
+        configuration.connectTimeoutMilliseconds = 2_000
         configuration.totalTimeoutMilliseconds = timeoutMilliseconds
         return CurlHTTPClient(configuration: configuration)
     }

@@ -181,7 +181,7 @@ struct ForwardAuthE2ETests {
         let (text, firstByte, closed) = try RawHTTP.exchange(
             port: server.port, Array((head + "Content-Length: 10000000\r\n\r\npartial").utf8), timeout: 8)
         #expect(text.hasPrefix("HTTP/1.1 200"), "\(text.prefix(200))")
-        #expect((firstByte ?? 99) < 1)
+        #expect((firstByte ?? 99) < 4, "answered at once, not after the body (it never comes)")
         #expect(try RawHTTP.parse(text).header("Connection") == "close")
         // And the connection does end, as the answer says (at the latest 5 s later): the upload is not read and thrown
         // away for as long as it comes.

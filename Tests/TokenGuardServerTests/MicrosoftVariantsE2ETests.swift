@@ -107,6 +107,11 @@ struct MicrosoftVariantsE2ETests {
             """)
         let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
         defer { server.stop() }
+        // Tenant names resolve through discovery after the server starts; until Contoso's has, its tokens are 503.
+        let resolved = "\"tenant_id\":\"\(Self.contoso)\""
+        for _ in 0..<400 where !String(decoding: try await server.get("/v1/providers").body, as: UTF8.self).contains(resolved) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let v2 = "\(base)/{t}/v2.0"
         func issuer(_ tenant: String) -> String { v2.replacingOccurrences(of: "{t}", with: tenant) }
 

@@ -170,6 +170,7 @@ struct RedisProductionTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
         process.arguments = [config, "--sentinel"]
+        process.currentDirectoryURL = workspace.url
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

@@ -32,7 +32,7 @@ struct RevocationE2ETests {
             "tokenguard.yaml",
             """
             key_archive: "keys.sqlite"
-            revocations: { max_staleness_seconds: 2 }
+            revocations: { max_staleness_seconds: 10 }
             \(extra)
             providers:
               apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_file: "\(jwks)" }

@@ -12,6 +12,9 @@ import TokenGuardTestSupport
 /// GitHub and classic Facebook Login tokens against real local servers speaking the providers' documented formats.
 struct OpaqueTokenTests {
     static let clientID = "Iv1.8a61f9b3a7aba766"
+    /// The inspection calls' timeout: the fake provider shares two loaded cores with every other test, so it is
+    /// generous; the slow provider answers only after twice that.
+    static let timeoutMilliseconds = 2_000
     static let clientSecret = "s3cr3t-github-client-secret-0123456789"
     static let appID = "1234567890"
     static let appSecret = "fb-app-secret-abcdef0123456789"
@@ -46,7 +49,7 @@ struct OpaqueTokenTests {
 
     static func githubVerifier(_ server: FakeHTTPServer, logger: Logger = Logger(label: "test"), cacheTTL: Double = 60) -> OpaqueTokenVerifier {
         var http = CurlHTTPClient.Configuration()
-        http.totalTimeoutMilliseconds = 500
+        http.totalTimeoutMilliseconds = Self.timeoutMilliseconds
         let inspector = GitHubTokenInspector(
             providerName: "github", clientID: clientID, clientSecret: clientSecret, apiURL: server.baseURL,
             fetcher: CurlHTTPClient(configuration: http))
@@ -96,7 +99,7 @@ struct OpaqueTokenTests {
             ("another app", Self.githubAuthorization(token: "x", appClientID: "Iv1.someoneelse"), .tokenInactive),
             ("500", FakeHTTPServer.Response.json("{\"message\":\"Server Error\"}", status: 500), .keysUnavailable),
             ("malformed", FakeHTTPServer.Response.json("{\"id\": ", status: 200), .keysUnavailable),
-            ("slow", FakeHTTPServer.Response(body: Array("{}".utf8), delay: 1.5), .keysUnavailable),
+            ("slow", FakeHTTPServer.Response(body: Array("{}".utf8), delay: Double(Self.timeoutMilliseconds) / 500), .keysUnavailable),
         ])
     func githubFailures(name: String, response: FakeHTTPServer.Response, expected: ErrorCode) async throws {
         let server = try Self.github { _ in response }
@@ -128,7 +131,7 @@ struct OpaqueTokenTests {
         let logs = CapturedLogs()
         let server = try FakeHTTPServer { _ in .json("{\"message\":\"Bad credentials\"}", status: 401) }
         var http = CurlHTTPClient.Configuration()
-        http.totalTimeoutMilliseconds = 500
+        http.totalTimeoutMilliseconds = Self.timeoutMilliseconds
         let inspector = GitHubTokenInspector(
             providerName: "github", clientID: Self.clientID, clientSecret: Self.clientSecret, apiURL: server.baseURL,
             fetcher: CurlHTTPClient(configuration: http))
@@ -208,7 +211,7 @@ struct OpaqueTokenTests {
 
     static func facebookVerifier(_ server: FakeHTTPServer, secret: String = appSecret) -> OpaqueTokenVerifier {
         var http = CurlHTTPClient.Configuration()
-        http.totalTimeoutMilliseconds = 500
+        http.totalTimeoutMilliseconds = Self.timeoutMilliseconds
         return OpaqueTokenVerifier(
             inspector: FacebookLoginTokenInspector(
                 providerName: "facebook_classic", appID: appID, appSecret: secret, graphURL: server.baseURL,
@@ -237,7 +240,7 @@ struct OpaqueTokenTests {
                 .keysUnavailable, "OAuthException"
             ),
             ("malformed", FakeHTTPServer.Response.json("<html>"), .keysUnavailable, "unreadable"),
-            ("slow", FakeHTTPServer.Response(body: Array("{}".utf8), delay: 1.5), .keysUnavailable, "timeout"),
+            ("slow", FakeHTTPServer.Response(body: Array("{}".utf8), delay: Double(Self.timeoutMilliseconds) / 500), .keysUnavailable, "timeout"),
         ])
     func facebookFailures(name: String, response: FakeHTTPServer.Response, expected: ErrorCode, message: String) async throws {
         let server = try Self.graph { _ in response }

@@ -3,10 +3,13 @@ import Foundation
 /// Bytes over a plain TCP connection to 127.0.0.1, for requests no HTTP client library would send
 /// (a Content-Length that lies, a body that never comes).
 package enum RawHTTP {
-    /// Sends `bytes`, then reads until the server closes the connection or `timeout` passes. Returns what was
-    /// read, the seconds until its first byte (nil: nothing came), and whether the server closed the connection.
-    /// With `halfClose`, the client's end of input follows the bytes at once (`shutdown(SHUT_WR)`).
-    package static func exchange(port: Int, _ bytes: [UInt8], timeout: Double, halfClose: Bool = false) throws -> (
+    /// Sends `bytes`, then reads until the server closes the connection, `timeout` passes, or what was read so far
+    /// satisfies `isComplete`. Returns what was read, the seconds until its first byte (nil: nothing came), and whether
+    /// the server closed the connection. With `halfClose`, the client's end of input follows the bytes at once
+    /// (`shutdown(SHUT_WR)`).
+    package static func exchange(
+        port: Int, _ bytes: [UInt8], timeout: Double, halfClose: Bool = false, isComplete: (String) -> Bool = { _ in false }
+    ) throws -> (
         response: String, firstByteSeconds: Double?, closed: Bool
     ) {
         guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
@@ -14,21 +17,8 @@ package enum RawHTTP {
         let started = Date()
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         if halfClose { shutdown(fd, Int32(SHUT_WR)) }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var firstByte: Double? = nil
-        var closed = false
-        while Date().timeIntervalSince(started) < timeout {
-            var wait = timeval(tv_sec: 0, tv_usec: 200_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count > 0 {
-                if firstByte == nil { firstByte = Date().timeIntervalSince(started) }
-                received.append(contentsOf: buffer[0..<count])
-            } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                closed = true
-                break
-            }
+        let (received, firstByte, closed) = readUntilClosed(fd, started: started, timeout: timeout) {
+            isComplete(String(decoding: $0, as: UTF8.self))
         }
         return (String(decoding: received, as: UTF8.self), firstByte, closed)
     }
@@ -47,21 +37,33 @@ package enum RawHTTP {
             if count <= 0 { break }
             sent += count
         }
+        let (received, _, closed) = readUntilClosed(fd, started: started, timeout: timeout)
+        return (sent == bytes.count, String(decoding: received, as: UTF8.self), closed)
+    }
+
+    /// Reads until the peer closes the connection, `timeout` seconds after `started` have passed, or the bytes read
+    /// satisfy `isComplete`: the bytes, the seconds from `started` to the first of them, and whether the peer closed.
+    private static func readUntilClosed(
+        _ fd: Int32, started: Date, timeout: Double, isComplete: ([UInt8]) -> Bool = { _ in false }
+    ) -> (
+        received: [UInt8], firstByteSeconds: Double?, closed: Bool
+    ) {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        var closed = false
+        var firstByte: Double? = nil
         while Date().timeIntervalSince(started) < timeout {
             var wait = timeval(tv_sec: 0, tv_usec: 200_000)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             let count = recv(fd, &buffer, buffer.count, 0)
             if count > 0 {
+                if firstByte == nil { firstByte = Date().timeIntervalSince(started) }
                 received.append(contentsOf: buffer[0..<count])
+                if isComplete(received) { return (received, firstByte, false) }
             } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                closed = true
-                break
+                return (received, firstByte, true)
             }
         }
-        return (sent == bytes.count, String(decoding: received, as: UTF8.self), closed)
+        return (received, firstByte, false)
     }
 
     /// A blocking TCP connection to 127.0.0.1:`port`, or nil. The caller closes it.

@@ -6,6 +6,9 @@ package final class RedisServerProcess: @unchecked Sendable {
     package let port: Int
     /// More `redis-server` arguments (ACL users, replication, `--sentinel`).
     package let extraArguments: [String]
+    /// The server's own working directory: Redis loads `dump.rdb` from there at start and a replica writes one, so
+    /// servers sharing a directory would load each other's data.
+    private let directory: URL
     private var process: Process?
 
     package var url: String { "redis://127.0.0.1:\(port)" }
@@ -18,10 +21,15 @@ package final class RedisServerProcess: @unchecked Sendable {
     package init(port: Int? = nil, extraArguments: [String] = []) throws {
         self.port = try port ?? FreeLoopbackPort.pick()
         self.extraArguments = extraArguments
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-redis-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try start()
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
 
     /// Starts (or restarts) the server on the same port and waits until it accepts connections (bounded).
     package func start() throws {
@@ -34,6 +42,7 @@ package final class RedisServerProcess: @unchecked Sendable {
         process.arguments =
             [
                 "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+                "--dir", directory.path,
             ] + extraArguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
