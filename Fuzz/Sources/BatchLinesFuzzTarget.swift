@@ -38,11 +38,30 @@ enum BatchLinesFuzzTarget {
         let expected = model(content, maximumLineBytes: maximumLineBytes)
         require(lines == expected, "read \(lines.count) lines, expected \(expected.count) (limit \(maximumLineBytes), buffer \(bufferBytes))")
         for case .line(let line) in lines.prefix(8) {
+            checkDirectReader(line)
             let (id, json) = verdictLine(line)
             guard case .object(let object)? = try? JSONParser.parse(json) else { fatalError("a verdict line is not a JSON object") }
             require(object.members.first?.name == "id", "a verdict line does not start with id")
             require(object["id"] == id, "a verdict line does not echo the request's id")
         }
+    }
+
+    /// The direct reader of batch lines gives what the general path gives for every line it reads (the same request,
+    /// an id echoed as the same bytes), and the line's decoding is the general path's whatever the direct reader says.
+    static func checkDirectReader(_ line: [UInt8]) {
+        func outcome(_ decode: () throws(BatchLineRequest.Invalid) -> BatchLineRequest) -> [UInt8] {
+            do {
+                let request = try decode()
+                var out = JSONWriter.bytes(request.id) + [0] + Array(request.provider.utf8) + [0] + Array(request.token.utf8)
+                out += [0] + (request.nonce.map { [1] + Array($0.utf8) } ?? [2]) + [0] + Array((request.at.map(String.init) ?? "-").utf8)
+                return out
+            } catch {
+                return [9] + JSONWriter.bytes(error.id) + [0] + Array((error.provider ?? "-").utf8) + [0] + Array(error.error.message.utf8)
+            }
+        }
+        let general = outcome { () throws(BatchLineRequest.Invalid) in try BatchLineRequest(generally: line, defaultAt: 7) }
+        let decoded = outcome { () throws(BatchLineRequest.Invalid) in try BatchLineRequest(line, defaultAt: 7) }
+        require(decoded == general, "the direct reader and the general path decode a batch line differently")
     }
 
     static func readLines(_ content: [UInt8], maximumLineBytes: Int, bufferBytes: Int) -> [Expected] {

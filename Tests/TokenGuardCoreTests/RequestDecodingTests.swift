@@ -111,6 +111,83 @@ struct RequestDecodingTests {
         #expect(readByDirectReader > 500, "\(readByDirectReader)")
     }
 
+    @Test("the direct reader of batch lines decides every line as the general path does, and reads the plain ones itself")
+    func batchLineDirectReader() throws {
+        func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+        /// Everything a line's decoding gives, ids as their JSON text (a number's as written): equal results echo
+        /// the same bytes.
+        func outcome(_ decode: () throws(BatchLineRequest.Invalid) -> BatchLineRequest) -> String {
+            func text(_ value: JSONValue) -> String { String(decoding: JSONWriter.bytes(value), as: UTF8.self) }
+            do {
+                let line = try decode()
+                return "ok \(text(line.id)) \(line.provider.utf8.map(\.self)) \(line.token.utf8.map(\.self)) "
+                    + "\(line.nonce.map { Array($0.utf8) } ?? []) \(line.nonce == nil) \(line.at.map(String.init) ?? "-")"
+            } catch {
+                return "invalid \(text(error.id)) \(error.provider.map { Array($0.utf8) } ?? []) \(error.error.code) \(error.error.message)"
+            }
+        }
+        func general(_ line: [UInt8]) -> String {
+            outcome { () throws(BatchLineRequest.Invalid) in try BatchLineRequest(generally: line, defaultAt: 77) }
+        }
+        func decoded(_ line: [UInt8]) -> String { outcome { () throws(BatchLineRequest.Invalid) in try BatchLineRequest(line, defaultAt: 77) } }
+        func readDirectly(_ line: [UInt8]) -> BatchLineRequest? { line.withUnsafeBufferPointer { BatchLineRequest.directly($0, defaultAt: 77) } }
+        let plain = [
+            #"{"id":1,"provider":"apple","token":"a.b.c","nonce":"n","at":5}"#,
+            #"{"token":"a.b.c","provider":"apple"}"#,
+            #"{"provider":"","token":"t","nonce":null,"at":null,"id":null}"#,
+            " {\t\"at\" : 253402300799 , \"provider\":\"p\",\"token\":\"t\",\"id\":{\"a\":[1,2.50,-0,1e3]}}\n",
+            #"{"id":18446744073709551615,"provider":"ap\/ple","token":"x\"y","nonce":"n\u00e9\ud83d\ude00"}"#,
+            #"{"id":"1.10","\u0070rovider":"apple","tok\u0065n":"t","at":0}"#,
+            "{\"id\":[\"\u{e9}\"],\"provider\":\"appl\u{e9}\",\"token\":\"t\u{1F600}\"}",
+        ]
+        let other = [
+            #"{"provider":"apple","token":"a","token":"b"}"#, #"{"provider":"apple"}"#, #"{"token":"t"}"#, #"{"provider":7,"token":"t"}"#,
+            #"{"provider":"apple","token":""}"#, #"{"provider":"apple","token":"t","nonce":""}"#, #"{"provider":"apple","token":7}"#,
+            #"{"provider":"apple","token":"t","at":-1}"#, #"{"provider":"apple","token":"t","at":253402300800}"#,
+            #"{"provider":"apple","token":"t","at":1.5}"#, #"{"provider":"apple","token":"t","at":1e3}"#,
+            #"{"provider":"apple","token":"t","at":"5"}"#,
+            #"{"provider":"apple","token":"t","at":99999999999999999999}"#, #"{"provider":"apple","token":"t","extra":1}"#,
+            #"{"provider":"apple","token":"t","id":1,"id":2}"#, #"{"provider":"apple","token":"t","at":null,"at":5}"#,
+            #"{"provider":"apple","token":"t"} x"#, #"{"provider":"apple","token":"t",}"#, #"{}"#, "[1]", "", " ", "\u{FEFF}{}",
+            #"{"provider":"apple","token":"t","nonce":nul}"#, #"{"provider":"apple","token":"t\ud800"}"#,
+            "{\"provider\":\"apple\",\"token\":\"t\u{1}\"}", #"{"provider":"apple","token":"t""#, #"{"id":01,"provider":"a","token":"t"}"#,
+            #"{"id":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"provider":"a","token":"t"}"#,
+            #"{"id":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"provider":"a","token":"t","at":"x"}"#,
+            #"{"provider":"apple","token":"t","Provider":"x"}"#, #"{"provider":"apple","token":{"a":1}}"#,
+        ]
+        for text in plain {
+            #expect(readDirectly(bytes(text)) != nil, "not read directly: \(text)")
+            #expect(decoded(bytes(text)) == general(bytes(text)), "\(text)")
+        }
+        for text in other {
+            #expect(readDirectly(bytes(text)) == nil, "read directly: \(text)")
+            #expect(decoded(bytes(text)) == general(bytes(text)), "\(text)")
+        }
+        var random = SeededRandom(seed: 20_261_125)
+        let interesting = Array(#"{}[]",:\ -0123456789eEtfnul.aprvidkoxc"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE9, 0xFF, 0x09, 0x0A]
+        var readByDirectReader = 0
+        for text in plain + other {
+            let base = bytes(text)
+            for _ in 0..<1_500 {
+                var line = base
+                for _ in 0..<Int.random(in: 1...3, using: &random) where !line.isEmpty {
+                    let at = Int.random(in: 0..<line.count, using: &random)
+                    switch Int.random(in: 0..<4, using: &random) {
+                    case 0: line[at] = interesting.randomElement(using: &random)!
+                    case 1: line.remove(at: at)
+                    case 2: line.insert(line[at], at: at)
+                    default: line.removeLast(Int.random(in: 0...min(4, line.count), using: &random))
+                    }
+                }
+                if readDirectly(line) != nil { readByDirectReader += 1 }
+                let (expected, actual) = (general(line), decoded(line))
+                #expect(actual == expected, "\(String(decoding: line, as: UTF8.self))")
+                if actual != expected { return }
+            }
+        }
+        #expect(readByDirectReader > 500, "\(readByDirectReader)")
+    }
+
     @Test("batch bodies: only items, an array within the limit; each item decoded on its own")
     func batchBodies() throws {
         let items = try VerifyRequest.batchItems(try object(#"{"items":[{"provider":"a","token":"t"},5,{"token":"t"}]}"#), maximumItems: 3)

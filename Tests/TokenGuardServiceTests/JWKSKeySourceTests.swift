@@ -52,10 +52,12 @@ struct JWKSKeySourceTests {
         func setCacheControl(_ value: String?) { state.cacheControl.withLock { $0 = value } }
     }
 
+    /// Two seconds: the fake IdP's threads share two loaded cores with every other test (under a sanitizer too), so
+    /// an answer can take far longer than on an idle machine; the slow IdP below answers only after twice that.
     static func client() -> CurlHTTPClient {
         var configuration = CurlHTTPClient.Configuration()
-        configuration.connectTimeoutMilliseconds = 500
-        configuration.totalTimeoutMilliseconds = 500
+        configuration.connectTimeoutMilliseconds = 2_000
+        configuration.totalTimeoutMilliseconds = 2_000
         return CurlHTTPClient(configuration: configuration)
     }
 
@@ -151,7 +153,7 @@ struct JWKSKeySourceTests {
             ("garbage", FakeHTTPServer.Response.json("{\"keys\": [")),
             ("no keys", FakeHTTPServer.Response.json("{\"keys\": []}")),
             ("too large", FakeHTTPServer.Response.json("{\"keys\":[],\"pad\":\"" + String(repeating: "x", count: 1_100_000) + "\"}")),
-            ("slow", FakeHTTPServer.Response(body: Array("{\"keys\":[]}".utf8), delay: 1.5)),
+            ("slow", FakeHTTPServer.Response(body: Array("{\"keys\":[]}".utf8), delay: 4)),
         ])
     func failures(name: String, failure: FakeHTTPServer.Response) async throws {
         let key = try SharedTestKeys.rsa()
@@ -274,6 +276,20 @@ struct JWKSKeySourceTests {
         let afterWithdrawal = Int64(t0) + 15 * 86_400
         let late = try token(old, issuedAt: afterWithdrawal)
         #expect(await verify(source, late, at: afterWithdrawal + 60, historical: true).code == .unknownKey, "issued after the key was withdrawn")
+
+        // One combined set per change of the keys, not one per token: a log's repeated header is parsed once.
+        guard case .success(let combined) = source.historicalKeys() else {
+            Issue.record("no keys for a past time")
+            return
+        }
+        #expect(await verify(source, logged, at: issued + 60, historical: true).verdict != nil)
+        #expect(await verify(source, early, at: Int64(t0) - 3_000, historical: true).verdict != nil)
+        #expect((try? source.historicalKeys().get()) === combined)
+        #expect(combined.verifiedHeaders.count == 1, "the logged tokens' header is kept once they verify")
+        try idp.publish([new, SharedTestKeys.key("rsa-third", .rsa(bits: 2048))])
+        clock.set(t0 + 21 * 86_400)
+        await source.refresh()
+        #expect((try? source.historicalKeys().get()).map { $0 !== combined } == true, "new keys, a new combined set")
     }
 
     @Test("a kid whose key material changes keeps both versions in the archive")

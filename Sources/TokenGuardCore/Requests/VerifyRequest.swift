@@ -175,6 +175,23 @@ public struct BatchLineRequest: Sendable {
     public static let maximumAt: Int64 = 253_402_300_799
 
     public init(_ bytes: [UInt8], defaultAt: Int64?) throws(Invalid) {
+        if let direct = bytes.withUnsafeBufferPointer({ Self.directly($0, defaultAt: defaultAt) }) {
+            self = direct
+            return
+        }
+        try self.init(generally: bytes, defaultAt: defaultAt)
+    }
+
+    init(id: JSONValue, provider: String, token: String, nonce: String?, at: Int64?) {
+        self.id = id
+        self.provider = provider
+        self.token = token
+        self.nonce = nonce
+        self.at = at
+    }
+
+    /// The line decoded through a JSON tree: any line, and the wording of every refusal.
+    init(generally bytes: [UInt8], defaultAt: Int64?) throws(Invalid) {
         let object: JSONObject
         do {
             object = try JSONParser.parseObject(bytes)
@@ -201,10 +218,77 @@ public struct BatchLineRequest: Sendable {
             }
             at = seconds
         }
-        self.id = id
-        self.provider = provider
-        self.token = token
-        self.nonce = nonce
-        self.at = at
+        self.init(id: id, provider: provider, token: token, nonce: nonce, at: at)
+    }
+
+    /// The request in `buffer` without building a JSON tree, when the line is one object of the five members, each at
+    /// most once and valid as it is (what a log of requests holds); nil for anything else, which the general path
+    /// then decodes and words. As for ``VerifyRequest/decodeBody(_:)``: the same cursor reads the values, so this only
+    /// ever accepts, with the same result, a subset of what the general path accepts (a test holds the two together).
+    static func directly(_ buffer: UnsafeBufferPointer<UInt8>, defaultAt: Int64?) -> BatchLineRequest? {
+        var cursor = JSONParser.Cursor(bytes: buffer)
+        func next(_ byte: Unicode.Scalar) -> Bool {
+            cursor.skipWhitespace()
+            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: byte) else { return false }
+            cursor.position += 1
+            return true
+        }
+        func string() -> String? {
+            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\"") else { return nil }
+            return try? cursor.parseString()
+        }
+        func isNull() -> Bool {
+            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "n") else { return false }
+            return (try? cursor.expectLiteral("null")) != nil
+        }
+        guard next("{") else { return nil }
+        var id = JSONValue.null
+        var provider: String? = nil
+        var token: String? = nil
+        var nonce: String? = nil
+        var at = defaultAt
+        var seen = 0  // one bit per member: a repeated member is left to the general path, which refuses it
+        repeat {
+            cursor.skipWhitespace()
+            guard let name = string(), next(":") else { return nil }
+            cursor.skipWhitespace()
+            let member: Int
+            if name.sameBytes(as: "token") {
+                member = 1
+                guard let value = string(), !value.isEmpty else { return nil }
+                token = value
+            } else if name.sameBytes(as: "provider") {
+                member = 2
+                guard let value = string() else { return nil }
+                provider = value
+            } else if name.sameBytes(as: "nonce") {
+                member = 4
+                if !isNull() {
+                    guard let value = string(), !value.isEmpty else { return nil }
+                    nonce = value
+                }
+            } else if name.sameBytes(as: "id") {
+                member = 8
+                // The depth of a member's value in the general parse of the line.
+                guard let value = try? cursor.parseValue(depth: 1) else { return nil }
+                id = value
+            } else if name.sameBytes(as: "at") {
+                member = 16
+                if !isNull() {
+                    guard let value = try? cursor.parseValue(depth: 1), case .integer(let seconds) = value, seconds >= 0,
+                        seconds <= Self.maximumAt
+                    else { return nil }
+                    at = seconds
+                }
+            } else {
+                return nil
+            }
+            guard seen & member == 0 else { return nil }
+            seen |= member
+        } while next(",")
+        guard next("}") else { return nil }
+        cursor.skipWhitespace()
+        guard cursor.position == buffer.count, let provider, let token else { return nil }
+        return BatchLineRequest(id: id, provider: provider, token: token, nonce: nonce, at: at)
     }
 }

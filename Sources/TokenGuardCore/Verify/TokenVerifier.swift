@@ -37,17 +37,16 @@ public struct TokenVerifier: Sendable {
             if token.utf8.count > policy.maxTokenBytes { try checkBytes(token) }
             if !historical, let cache, let hit = try cachedVerdict(cache, token: token, nonce: nonce, now: now) { return .success(hit) }
             // The keys are fetched first only to offer their known headers to the parse: a refusal of the token itself
-            // still comes before one of the keys, as it would without them.
-            let currentKeys = historical ? nil : keySource.currentKeys()
-            let knownHeaders = currentKeys.flatMap { try? $0.get() }?.verifiedHeaders
+            // still comes before one of the keys, as it would without them. A logged token verified at its own time
+            // (a batch line's `at`) uses the headers known to the keys of that path: parsing does not depend on time.
+            let keySet = historical ? keySource.historicalKeys() : keySource.currentKeys()
+            let knownHeaders = (try? keySet.get())?.verifiedHeaders
             let jws = try parseCheckingBytes(token, knownHeaders: knownHeaders)
             let alg = try checkAlgorithm(jws.header)
-            let keys = try (currentKeys ?? keySource.historicalKeys()).get()
+            let keys = try keySet.get()
             let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
-            if !historical {
-                remember(token, verdict: verdict, key: key, nonce: nonce, now: now)
-                if !jws.headerWasKnown { knownHeaders?.keep(jws.header, encoded: jws.encodedHeader) }
-            }
+            if !historical { remember(token, verdict: verdict, key: key, nonce: nonce, now: now) }
+            if !jws.headerWasKnown { knownHeaders?.keep(jws.header, encoded: jws.encodedHeader) }
             return .success(verdict)
         } catch {
             return .failure(error)

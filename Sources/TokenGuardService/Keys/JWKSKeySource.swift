@@ -41,7 +41,7 @@ package final class JWKSKeySource: KeySource {
     private static let archiveQueue = DispatchQueue(label: "tokenguard.key-archive")
 
     struct State {
-        var keys: KeySet?
+        var keys: KeySet? { didSet { historical = nil } }
         var fetchedAt: Double?
         var expiresAt: Double = 0
         var lastError: String?
@@ -51,7 +51,10 @@ package final class JWKSKeySource: KeySource {
         var inflight: Task<Result<KeySet, VerificationError>, Never>?
         var jwksURL: String?
         /// Archived keys no longer in the current set, for verification at a past time.
-        var retired: [VerificationKey] = []
+        var retired: [VerificationKey] = [] { didSet { historical = nil } }
+        /// The current keys then the retired ones, as one set: made once per change of either, not per token (a batch
+        /// over a log verifies every line at its own time; a set made per line also lost its known headers).
+        var historical: KeySet?
         /// The keys the last fetched JWKS listed but tokenguard skipped, even when that left none usable.
         var lastSkipped: [JWKParser.Skipped] = []
     }
@@ -97,10 +100,15 @@ package final class JWKSKeySource: KeySource {
     }
 
     package func historicalKeys() -> Result<KeySet, VerificationError> {
-        let (current, retired) = state.withLock { ($0.keys, $0.retired) }
-        let keys = (current?.keys ?? []) + retired
-        guard !keys.isEmpty else { return currentKeys() }
-        return .success(KeySet(keys: keys))
+        let combined = state.withLock { state -> KeySet? in
+            if let made = state.historical { return made }
+            let keys = (state.keys?.keys ?? []) + state.retired
+            guard !keys.isEmpty else { return nil }
+            let made = KeySet(keys: keys)
+            state.historical = made
+            return made
+        }
+        return combined.map { .success($0) } ?? currentKeys()
     }
 
     package func keysAfterMiss(keyID: String?) async -> Result<KeySet, VerificationError>? {
