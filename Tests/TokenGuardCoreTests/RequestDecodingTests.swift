@@ -86,21 +86,11 @@ struct RequestDecodingTests {
         }
         // Mutations of every body: a byte changed to one that matters to JSON, removed, repeated, or the end cut off.
         var random = SeededRandom(seed: 20_261_124)
-        let interesting = Array(#"{}[]",:\ -0123456789eEtfnul.aprvidkoxc"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE9, 0xFF, 0x09, 0x0A]
         var readByDirectReader = 0
         for text in plain + other {
             let base = bytes(text)
             for _ in 0..<1_500 {
-                var body = base
-                for _ in 0..<Int.random(in: 1...3, using: &random) where !body.isEmpty {
-                    let at = Int.random(in: 0..<body.count, using: &random)
-                    switch Int.random(in: 0..<4, using: &random) {
-                    case 0: body[at] = interesting.randomElement(using: &random)!
-                    case 1: body.remove(at: at)
-                    case 2: body.insert(body[at], at: at)
-                    default: body.removeLast(Int.random(in: 0...min(4, body.count), using: &random))
-                    }
-                }
+                let body = Self.mutated(base, using: &random)
                 if readDirectly(body) != nil { readByDirectReader += 1 }
                 let (expected, decoded) = (general(body), direct(body))
                 #expect(decoded == expected, "\(String(decoding: body, as: UTF8.self))")
@@ -109,6 +99,23 @@ struct RequestDecodingTests {
         }
         // The mutations reach the direct reader's acceptance, not only the general path.
         #expect(readByDirectReader > 500, "\(readByDirectReader)")
+    }
+
+    /// `base` with one to three mutations: a byte changed to one that matters to JSON, removed, repeated, or the end
+    /// cut off.
+    static func mutated(_ base: [UInt8], using random: inout SeededRandom) -> [UInt8] {
+        let interesting = Array(#"{}[]",:\ -0123456789eEtfnul.aprvidkoxc"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE9, 0xFF, 0x09, 0x0A]
+        var bytes = base
+        for _ in 0..<Int.random(in: 1...3, using: &random) where !bytes.isEmpty {
+            let at = Int.random(in: 0..<bytes.count, using: &random)
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0: bytes[at] = interesting.randomElement(using: &random)!
+            case 1: bytes.remove(at: at)
+            case 2: bytes.insert(bytes[at], at: at)
+            default: bytes.removeLast(Int.random(in: 0...min(4, bytes.count), using: &random))
+            }
+        }
+        return bytes
     }
 
     @Test("the direct reader of batch lines decides every line as the general path does, and reads the plain ones itself")
@@ -164,21 +171,11 @@ struct RequestDecodingTests {
             #expect(decoded(bytes(text)) == general(bytes(text)), "\(text)")
         }
         var random = SeededRandom(seed: 20_261_125)
-        let interesting = Array(#"{}[]",:\ -0123456789eEtfnul.aprvidkoxc"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xE9, 0xFF, 0x09, 0x0A]
         var readByDirectReader = 0
         for text in plain + other {
             let base = bytes(text)
             for _ in 0..<1_500 {
-                var line = base
-                for _ in 0..<Int.random(in: 1...3, using: &random) where !line.isEmpty {
-                    let at = Int.random(in: 0..<line.count, using: &random)
-                    switch Int.random(in: 0..<4, using: &random) {
-                    case 0: line[at] = interesting.randomElement(using: &random)!
-                    case 1: line.remove(at: at)
-                    case 2: line.insert(line[at], at: at)
-                    default: line.removeLast(Int.random(in: 0...min(4, line.count), using: &random))
-                    }
-                }
+                let line = Self.mutated(base, using: &random)
                 if readDirectly(line) != nil { readByDirectReader += 1 }
                 let (expected, actual) = (general(line), decoded(line))
                 #expect(actual == expected, "\(String(decoding: line, as: UTF8.self))")

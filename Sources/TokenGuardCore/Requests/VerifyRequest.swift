@@ -68,69 +68,38 @@ public struct VerifyRequest: Sendable, Equatable {
 
     /// The request in `buffer` when it is the plain shape ``decodeBody(_:)`` describes; nil for anything else.
     static func directly(_ buffer: UnsafeBufferPointer<UInt8>) -> VerifyRequest? {
-        var cursor = JSONParser.Cursor(bytes: buffer)
-        func next(_ byte: Unicode.Scalar) -> Bool {
-            cursor.skipWhitespace()
-            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: byte) else { return false }
-            cursor.position += 1
-            return true
-        }
-        func nonEmptyString() -> String? {
-            cursor.skipWhitespace()
-            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\""),
-                let string = try? cursor.parseString(), !string.isEmpty
-            else { return nil }
-            return string
-        }
-        func literal(_ text: StaticString) -> Bool { (try? cursor.expectLiteral(text)) != nil }
-        guard next("{") else { return nil }
         var provider: String? = nil
         var token: String? = nil
         var nonce: String? = nil
         var explain = false
-        var seen = 0  // one bit per member: a repeated member is left to the general path
-        repeat {
-            cursor.skipWhitespace()
-            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\""),
-                let name = try? cursor.parseString(), next(":")
-            else { return nil }
-            cursor.skipWhitespace()
-            guard cursor.position < buffer.count else { return nil }
-            let first = buffer[cursor.position]
-            let member: Int
+        let read = JSONParser.Cursor.readFlatObject(buffer) { name, cursor in
             if name.sameBytes(as: "provider") {
-                member = 1
-                guard let value = nonEmptyString() else { return nil }
+                guard let value = cursor.string(), !value.isEmpty else { return nil }
                 provider = value
-            } else if name.sameBytes(as: "token") {
-                member = 2
-                guard let value = nonEmptyString() else { return nil }
-                token = value
-            } else if name.sameBytes(as: "nonce") {
-                member = 4
-                if first == UInt8(ascii: "n") {
-                    guard literal("null") else { return nil }
-                } else {
-                    guard let value = nonEmptyString() else { return nil }
-                    nonce = value
-                }
-            } else if name.sameBytes(as: "explain") {
-                member = 8
-                switch first {
-                case UInt8(ascii: "t"): explain = true
-                case UInt8(ascii: "f"), UInt8(ascii: "n"): explain = false
-                default: return nil
-                }
-                guard literal(first == UInt8(ascii: "t") ? "true" : first == UInt8(ascii: "f") ? "false" : "null") else { return nil }
-            } else {
-                return nil
+                return 1
             }
-            guard seen & member == 0 else { return nil }
-            seen |= member
-        } while next(",")
-        guard next("}") else { return nil }
-        cursor.skipWhitespace()
-        guard cursor.position == buffer.count, let provider, let token else { return nil }
+            if name.sameBytes(as: "token") {
+                guard let value = cursor.string(), !value.isEmpty else { return nil }
+                token = value
+                return 2
+            }
+            if name.sameBytes(as: "nonce") {
+                if cursor.literal("null") { return 4 }
+                guard let value = cursor.string(), !value.isEmpty else { return nil }
+                nonce = value
+                return 4
+            }
+            if name.sameBytes(as: "explain") {
+                if cursor.literal("true") {
+                    explain = true
+                } else if !cursor.literal("false") && !cursor.literal("null") {
+                    return nil
+                }
+                return 8
+            }
+            return nil
+        }
+        guard read, let provider, let token else { return nil }
         return VerifyRequest(provider: provider, token: token, nonce: nonce, explain: explain)
     }
 
@@ -226,69 +195,83 @@ public struct BatchLineRequest: Sendable {
     /// then decodes and words. As for ``VerifyRequest/decodeBody(_:)``: the same cursor reads the values, so this only
     /// ever accepts, with the same result, a subset of what the general path accepts (a test holds the two together).
     static func directly(_ buffer: UnsafeBufferPointer<UInt8>, defaultAt: Int64?) -> BatchLineRequest? {
-        var cursor = JSONParser.Cursor(bytes: buffer)
-        func next(_ byte: Unicode.Scalar) -> Bool {
-            cursor.skipWhitespace()
-            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: byte) else { return false }
-            cursor.position += 1
-            return true
-        }
-        func string() -> String? {
-            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\"") else { return nil }
-            return try? cursor.parseString()
-        }
-        func isNull() -> Bool {
-            guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "n") else { return false }
-            return (try? cursor.expectLiteral("null")) != nil
-        }
-        guard next("{") else { return nil }
         var id = JSONValue.null
         var provider: String? = nil
         var token: String? = nil
         var nonce: String? = nil
         var at = defaultAt
-        var seen = 0  // one bit per member: a repeated member is left to the general path, which refuses it
-        repeat {
-            cursor.skipWhitespace()
-            guard let name = string(), next(":") else { return nil }
-            cursor.skipWhitespace()
-            let member: Int
+        let read = JSONParser.Cursor.readFlatObject(buffer) { name, cursor in
             if name.sameBytes(as: "token") {
-                member = 1
-                guard let value = string(), !value.isEmpty else { return nil }
+                guard let value = cursor.string(), !value.isEmpty else { return nil }
                 token = value
-            } else if name.sameBytes(as: "provider") {
-                member = 2
-                guard let value = string() else { return nil }
+                return 1
+            }
+            if name.sameBytes(as: "provider") {
+                guard let value = cursor.string() else { return nil }
                 provider = value
-            } else if name.sameBytes(as: "nonce") {
-                member = 4
-                if !isNull() {
-                    guard let value = string(), !value.isEmpty else { return nil }
-                    nonce = value
-                }
-            } else if name.sameBytes(as: "id") {
-                member = 8
+                return 2
+            }
+            if name.sameBytes(as: "nonce") {
+                if cursor.literal("null") { return 4 }
+                guard let value = cursor.string(), !value.isEmpty else { return nil }
+                nonce = value
+                return 4
+            }
+            if name.sameBytes(as: "id") {
                 // The depth of a member's value in the general parse of the line.
                 guard let value = try? cursor.parseValue(depth: 1) else { return nil }
                 id = value
-            } else if name.sameBytes(as: "at") {
-                member = 16
-                if !isNull() {
-                    guard let value = try? cursor.parseValue(depth: 1), case .integer(let seconds) = value, seconds >= 0,
-                        seconds <= Self.maximumAt
-                    else { return nil }
-                    at = seconds
-                }
-            } else {
-                return nil
+                return 8
             }
-            guard seen & member == 0 else { return nil }
-            seen |= member
-        } while next(",")
-        guard next("}") else { return nil }
-        cursor.skipWhitespace()
-        guard cursor.position == buffer.count, let provider, let token else { return nil }
+            if name.sameBytes(as: "at") {
+                if cursor.literal("null") { return 16 }
+                guard let value = try? cursor.parseValue(depth: 1), case .integer(let seconds) = value, seconds >= 0, seconds <= Self.maximumAt
+                else { return nil }
+                at = seconds
+                return 16
+            }
+            return nil
+        }
+        guard read, let provider, let token else { return nil }
         return BatchLineRequest(id: id, provider: provider, token: token, nonce: nonce, at: at)
     }
+}
+
+extension JSONParser.Cursor {
+    /// The frame of the requests' direct readers: `buffer` is exactly one JSON object (whitespace around it allowed)
+    /// whose members `readMember` reads, each from the cursor placed at its value, answering the member's bit (one per
+    /// name) or nil to leave the whole buffer to the general path. False when the buffer is not such an object or a
+    /// member comes twice (the general parse refuses duplicates, and words it).
+    static func readFlatObject(_ buffer: UnsafeBufferPointer<UInt8>, _ readMember: (String, inout Self) -> Int?) -> Bool {
+        var cursor = Self(bytes: buffer)
+        guard cursor.skip("{") else { return false }
+        var seen = 0
+        repeat {
+            cursor.skipWhitespace()
+            guard let name = cursor.string(), cursor.skip(":") else { return false }
+            cursor.skipWhitespace()
+            guard let member = readMember(name, &cursor), seen & member == 0 else { return false }
+            seen |= member
+        } while cursor.skip(",")
+        guard cursor.skip("}") else { return false }
+        cursor.skipWhitespace()
+        return cursor.position == buffer.count
+    }
+
+    /// Past whitespace and `byte`, when `byte` comes next.
+    mutating func skip(_ byte: Unicode.Scalar) -> Bool {
+        skipWhitespace()
+        guard position < bytes.count, bytes[position] == UInt8(ascii: byte) else { return false }
+        position += 1
+        return true
+    }
+
+    /// The string that starts here, or nil (the cursor then stands anywhere: the caller gives up).
+    mutating func string() -> String? {
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
+        return try? parseString()
+    }
+
+    /// Past `text` when it comes next; else false, the cursor where it was.
+    mutating func literal(_ text: StaticString) -> Bool { (try? expectLiteral(text)) != nil }
 }
