@@ -8,7 +8,7 @@ package final class DevIdPProcess: @unchecked Sendable {
     package let port: Int
     private let process: Process
 
-    /// Starts the dev IdP and waits (bounded: 10 s) until it serves its JWKS; that answer is `jwks`.
+    /// Starts the dev IdP and waits (bounded: 30 s, or until it exits) until it serves its JWKS; that answer is `jwks`.
     package private(set) var jwks: HTTPResponse?
 
     package init(stateDir: String, port: Int) async throws {
@@ -20,11 +20,15 @@ package final class DevIdPProcess: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let client = CurlHTTPClient()
-        for _ in 0..<200 {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline && process.isRunning {
             jwks = try? await client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/jwks"))
             if jwks?.status == 200 { return }
             try await Task.sleep(for: .milliseconds(50))
         }
+        let state = process.isRunning ? "still running" : "exited with status \(process.terminationStatus)"
+        stop()
+        throw RunnerError("tokenguard dev-idp did not serve its JWKS on port \(port) within 30 s (\(state))")
     }
 
     package func stop() {
