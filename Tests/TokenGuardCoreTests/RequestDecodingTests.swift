@@ -210,6 +210,11 @@ struct RequestDecodingTests {
             (#"{"id":4,"provider":"p"}"#, .integer(4)),
             (#"{"id":5,"provider":"p","token":"t","nonce":""}"#, .integer(5)),
             (#"{"id":6,"provider":"p","token":"t","nonce":7}"#, .integer(6)),
+            // A member tokenguard does not know, as in a request body (red team: a nonce written "Nonce" was ignored, and
+            // the token verified with no nonce).
+            (#"{"id":7,"provider":"p","token":"t","Nonce":"n"}"#, .integer(7)),
+            (#"{"id":8,"provider":"p","token":"t","nonce ":"n"}"#, .integer(8)),
+            (#"{"id":9,"provider":"p","token":"t","ts":"2026-11-24"}"#, .integer(9)),
             ("not json", .null),
         ] {
             do {
@@ -218,7 +223,10 @@ struct RequestDecodingTests {
             } catch {
                 #expect(error.id == id, "\(text)")
                 #expect(error.error.code == .invalidRequest)
-                if text.contains("nonce") { #expect(error.error.message == "nonce must be a non-empty string", "worded as the endpoint words it") }
+                if text.contains("\"nonce\":") {
+                    #expect(error.error.message == "nonce must be a non-empty string", "worded as the endpoint words it")
+                }
+                if text.contains("Nonce") { #expect(error.error.message.hasPrefix("unknown member \"Nonce\""), "\(error.error.message)") }
             }
         }
     }

@@ -140,6 +140,8 @@ public struct BatchLineRequest: Sendable {
         public let error: VerificationError
     }
 
+    public static let members: Set<String> = ["id", "provider", "token", "nonce", "at"]
+
     /// Latest `at` accepted: 9999-12-31T23:59:59Z, as for NumericDates.
     public static let maximumAt: Int64 = 253_402_300_799
 
@@ -171,6 +173,11 @@ public struct BatchLineRequest: Sendable {
         let providerValue = object["provider"]
         let providerName = providerValue?.stringValue
         func invalid(_ message: String) -> Invalid { Invalid(id: id, provider: providerName, error: VerificationError(.invalidRequest, message)) }
+        // As a request body's: a member tokenguard does not know is refused, never ignored (a line whose nonce was
+        // written "Nonce" would otherwise be verified with no nonce at all).
+        for name in object.names where !Self.members.containsBytes(name) {
+            throw invalid("unknown member \"\(name.prefix(32))\" (allowed: at, id, nonce, provider, token)")
+        }
         guard let provider = providerName else { throw invalid(providerValue == nil ? "provider is missing" : "provider is not a string") }
         guard let token = object["token"]?.stringValue else { throw invalid("token is missing or not a string") }
         guard !token.isEmpty else { throw invalid("token is empty") }
