@@ -62,7 +62,7 @@ public final class VerifiedHeaders: Sendable {
     }
 
     /// Keeps `header`, parsed from `encoded`, when there is room and it is not kept already.
-    func keep(_ header: JOSEHeader, encoded: ArraySlice<UInt8>) {
+    package func keep(_ header: JOSEHeader, encoded: ArraySlice<UInt8>) {
         guard encoded.count <= Self.maximumEncodedBytes else { return }
         if encoded.withUnsafeBufferPointer({ self.header(encoded: $0) }) != nil { return }
         let retained = Unmanaged.passRetained(Entry(encoded: Array(encoded), header: header))

@@ -162,7 +162,7 @@ public struct BatchLineRequest: Sendable {
     }
 
     /// The line decoded through a JSON tree: any line, and the wording of every refusal.
-    init(generally bytes: [UInt8], defaultAt: Int64?) throws(Invalid) {
+    package init(generally bytes: [UInt8], defaultAt: Int64?) throws(Invalid) {
         let object: JSONObject
         do {
             object = try JSONParser.parseObject(bytes)
