@@ -47,8 +47,10 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
     private func answer(_ request: Request, providerSegment: String) async -> Response {
         guard let provider = registry.configuredName(providerSegment) else {
             metrics.countForwardAuth(provider: "", result: .failure(VerificationError(.unknownProvider, "")))
-            return APIError(status: .notFound, code: .unknownProvider, message: "no provider named \"\(providerSegment.prefix(64))\" is configured")
-                .response
+            return APIError(
+                status: .notFound, code: .unknownProvider, message: "no provider named \"\(providerSegment.excerpt(bytes: 64))\" is configured"
+            )
+            .response
         }
         let policy = registry.forwardAuthPolicy(provider)
         let headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }

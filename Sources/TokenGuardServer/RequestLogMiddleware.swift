@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import TokenGuardCore
 
 /// Logs each request at debug level: method, path and status — never the query string (it can hold OAuth codes or
 /// tokens, RFC 6750 allows `access_token=`), and for gateway checks only `/v1/authz/{provider}` (what follows is the
@@ -9,7 +10,7 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         guard context.logger.logLevel <= .debug else { return try await next(request, context) }
         var path = request.uri.path
         if let provider = ForwardAuthMiddleware<Context>.providerSegment(path) { path = "\(ForwardAuthMiddleware<Context>.prefix)/\(provider)" }
-        path = String(path.prefix(256))
+        path = String(path.excerpt(bytes: 256))
         do {
             let response = try await next(request, context)
             context.logger.debug("request", metadata: ["method": "\(request.method)", "path": "\(path)", "status": "\(response.status.code)"])

@@ -77,7 +77,7 @@ struct RevocationRoutes: Sendable {
         let object = try await JSONRequestBody.read(
             request, context.channel, limit: Self.maximumBodyBytes, closingAfter: settings.requestTimeoutSeconds)
         for member in object.members where !["provider", "subject", "not_before"].containsBytes(member.name) {
-            throw APIError.invalidRequest("unknown member \"\(member.name.prefix(32))\" (allowed: provider, subject, not_before)")
+            throw APIError.invalidRequest("unknown member \"\(member.name.excerpt(bytes: 32))\" (allowed: provider, subject, not_before)")
         }
         let (provider, subject) = try target(provider: object["provider"]?.stringValue, subject: object["subject"]?.stringValue)
         var notBefore = Int64(registry.now)
@@ -131,7 +131,8 @@ struct RevocationRoutes: Sendable {
     private func notification(_ request: Request, _ context: TokenGuardRequestContext) async throws -> Response {
         let requested = context.parameters.get("provider") ?? ""
         guard let provider = registry.configuredName(requested), let verifier = registry.verifiers[provider], kinds[provider] == .apple else {
-            throw APIError(status: .notFound, code: .unknownProvider, message: "no apple provider named \"\(requested.prefix(64))\" is configured")
+            throw APIError(
+                status: .notFound, code: .unknownProvider, message: "no apple provider named \"\(requested.excerpt(bytes: 64))\" is configured")
         }
         let object = try await JSONRequestBody.read(
             request, context.channel, limit: Self.maximumBodyBytes, closingAfter: settings.requestTimeoutSeconds)
@@ -184,7 +185,7 @@ enum StrictQuery {
             let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
             let name = try decode(parts[0])
             let value = parts.count > 1 ? try decode(parts[1]) : ""
-            guard result[name] == nil else { throw APIError.invalidRequest("query parameter \(name.prefix(32)) is given more than once") }
+            guard result[name] == nil else { throw APIError.invalidRequest("query parameter \(name.excerpt(bytes: 32)) is given more than once") }
             result[name] = value
         }
         return result

@@ -41,7 +41,7 @@ struct RevokeCommand: AsyncParsableCommand {
             throw ExitCodes.usage
         }
         guard let configured = configuration.providers.first(where: { $0.name.sameBytes(as: provider) })?.name else {
-            Stderr.write("tokenguard: no provider named \"\(provider.prefix(64))\" is configured\n")
+            Stderr.write("tokenguard: no provider named \"\(provider.excerpt(bytes: 64))\" is configured\n")
             throw ExitCodes.usage
         }
         guard Revocation.isValidSubject(subject) else {

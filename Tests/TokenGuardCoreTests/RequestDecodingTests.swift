@@ -42,6 +42,41 @@ struct RequestDecodingTests {
         #expect(throws: VerificationError.self) { try VerifyRequest.parseBody(Array(String(repeating: "[", count: 60_000).utf8)) }
     }
 
+    @Test("hostile text quoted in a refusal is capped in UTF-8 bytes, whatever its characters")
+    func quotedTextIsCappedInBytes() throws {
+        #expect("kid-1".excerpt(bytes: 8) == "kid-1")
+        #expect("abcdefghij".excerpt(bytes: 4) == "abcd…")
+        // é is 2 bytes: a cut never splits a scalar.
+        #expect("ééé".excerpt(bytes: 5) == "éé…")
+        // One Character of 10,000 combining marks: a cap in Characters would quote all 20,001 bytes.
+        let combining = "a" + String(repeating: "\u{301}", count: 10_000)
+        #expect(combining.count == 1)
+        #expect(combining.excerpt(bytes: 32).utf8.count <= 32 + "…".utf8.count)
+        let name = "x" + String(repeating: "\\u0301", count: 10_000)
+        func refusal(_ decode: () throws -> Void) -> String {
+            do {
+                try decode()
+            } catch let error as VerificationError {
+                return error.message
+            } catch let invalid as BatchLineRequest.Invalid {
+                return invalid.error.message
+            } catch {
+                return "\(error)"
+            }
+            return "accepted"
+        }
+        let messages = [
+            refusal { _ = try VerifyRequest.decodeBody(Array((#"{"provider":"apple","token":"t",""# + name + #"":1}"#).utf8)) },
+            refusal { _ = try VerifyRequest.batchItems(try object(#"{"items":[],""# + name + #"":1}"#), maximumItems: 3) },
+            refusal { _ = try BatchLineRequest(Array((#"{"id":1,"provider":"p","token":"t",""# + name + #"":1}"#).utf8), defaultAt: nil) },
+        ]
+        for message in messages {
+            // In bytes: as Characters, "x" and "x" + U+0301 differ.
+            #expect(message.utf8.starts(with: "unknown member \"x\u{301}".utf8), "\(message.excerpt(bytes: 40))")
+            #expect(message.utf8.count < 120, "\(message.utf8.count) bytes")
+        }
+    }
+
     @Test("the direct reader of verify bodies decides every body as the general path does, and reads the plain ones itself")
     func directReader() throws {
         func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }

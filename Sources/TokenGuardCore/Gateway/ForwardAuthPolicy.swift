@@ -76,7 +76,7 @@ public struct ClaimHeader: Sendable, Equatable {
     public static func make(name: String, source: ClaimSource) -> Result<ClaimHeader, ClaimHeaderError> {
         let bytes = Array(name.utf8)
         guard !bytes.isEmpty, bytes.count <= 64, bytes.allSatisfy(HTTPToken.isTokenCharacter) else {
-            return .failure(ClaimHeaderError("\"\(name.prefix(64))\" is not an HTTP header name (RFC 9110 token characters, 1 to 64)"))
+            return .failure(ClaimHeaderError("\"\(name.excerpt(bytes: 64))\" is not an HTTP header name (RFC 9110 token characters, 1 to 64)"))
         }
         let lower = ASCII.lowercased(name)
         guard !reservedNames.contains(lower) else { return .failure(ClaimHeaderError("\(lower) is a reserved header name")) }

@@ -244,7 +244,8 @@ public struct JOSEHeader: Sendable {
             for entry in crit {
                 guard let name = entry.stringValue else { throw VerificationError(.malformedToken, "the header crit lists a non-string") }
                 guard understoodCriticalExtensions.contains(name) else {
-                    throw VerificationError(.malformedToken, "the header marks \"\(name.prefix(32))\" critical; tokenguard does not understand it")
+                    throw VerificationError(
+                        .malformedToken, "the header marks \"\(name.excerpt(bytes: 32))\" critical; tokenguard does not understand it")
                 }
             }
         }

@@ -5,7 +5,7 @@ public enum JWKParser {
     public struct Skipped: Error, Sendable, Equatable, CustomStringConvertible {
         public let keyID: String?
         public let reason: String
-        public var description: String { "key \(keyID.map { "\"\($0.prefix(64))\"" } ?? "(no kid)"): \(reason)" }
+        public var description: String { "key \(keyID.map { "\"\($0.excerpt(bytes: 64))\"" } ?? "(no kid)"): \(reason)" }
     }
 
     public static func parse(_ jwk: JSONObject) -> Result<VerificationKey, Skipped> {
@@ -27,7 +27,7 @@ public enum JWKParser {
         if let algValue = jwk["alg"] {
             guard let name = algValue.stringValue else { return skip("alg is not a string") }
             // A key whose alg we do not recognise is not used at all, rather than used without its constraint.
-            guard let alg = SignatureAlgorithm(rawValue: name) else { return skip("alg \"\(name.prefix(16))\" is not an accepted algorithm") }
+            guard let alg = SignatureAlgorithm(rawValue: name) else { return skip("alg \"\(name.excerpt(bytes: 16))\" is not an accepted algorithm") }
             algorithm = alg
         }
         var issuer: String? = nil
@@ -63,7 +63,7 @@ public enum JWKParser {
                 publicKey = try PublicKey(ed25519: x.bytes)
                 thumbprintInput = JSONObject([("crv", .string("Ed25519")), ("kty", .string("OKP")), ("x", .string(x.text))])
             default:
-                return skip("kty \"\(kty.prefix(16))\" is not RSA, EC or OKP")
+                return skip("kty \"\(kty.excerpt(bytes: 16))\" is not RSA, EC or OKP")
             }
         } catch let error as PublicKey.KeyError {
             return skip("\(error)")

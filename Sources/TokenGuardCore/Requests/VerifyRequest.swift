@@ -25,7 +25,7 @@ public struct VerifyRequest: Sendable, Equatable {
     public init(_ object: JSONObject, allowsID: Bool = false) throws(VerificationError) {
         func invalid(_ message: String) -> VerificationError { VerificationError(.invalidRequest, message) }
         for name in object.names where !Self.members.containsBytes(name) && !(allowsID && name.sameBytes(as: "id")) {
-            throw invalid("unknown member \"\(name.prefix(32))\" (allowed: explain, nonce, provider, token\(allowsID ? ", id" : ""))")
+            throw invalid("unknown member \"\(name.excerpt(bytes: 32))\" (allowed: explain, nonce, provider, token\(allowsID ? ", id" : ""))")
         }
         guard let providerValue = object["provider"] else { throw invalid("provider is required") }
         guard let provider = providerValue.stringValue, !provider.isEmpty else { throw invalid("provider must be a non-empty string") }
@@ -107,7 +107,7 @@ public struct VerifyRequest: Sendable, Equatable {
     /// Each entry is decoded on its own (``item(_:)``) so one bad item does not spoil the others.
     public static func batchItems(_ object: JSONObject, maximumItems: Int) throws(VerificationError) -> [JSONValue] {
         for name in object.names where !name.sameBytes(as: "items") {
-            throw VerificationError(.invalidRequest, "unknown member \"\(name.prefix(32))\" (allowed: items)")
+            throw VerificationError(.invalidRequest, "unknown member \"\(name.excerpt(bytes: 32))\" (allowed: items)")
         }
         guard let items = object["items"]?.arrayValue else { throw VerificationError(.invalidRequest, "items must be an array") }
         guard items.count <= maximumItems else {
@@ -176,7 +176,7 @@ public struct BatchLineRequest: Sendable {
         // As a request body's: a member tokenguard does not know is refused, never ignored (a line whose nonce was
         // written "Nonce" would otherwise be verified with no nonce at all).
         for name in object.names where !Self.members.containsBytes(name) {
-            throw invalid("unknown member \"\(name.prefix(32))\" (allowed: at, id, nonce, provider, token)")
+            throw invalid("unknown member \"\(name.excerpt(bytes: 32))\" (allowed: at, id, nonce, provider, token)")
         }
         guard let provider = providerName else { throw invalid(providerValue == nil ? "provider is missing" : "provider is not a string") }
         guard let token = object["token"]?.stringValue else { throw invalid("token is missing or not a string") }

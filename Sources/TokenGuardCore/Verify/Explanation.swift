@@ -80,8 +80,8 @@ extension TokenVerifier {
                 let key = keys.candidates(keyID: jws.header.keyID, algorithm: algorithm).first { $0.permits(algorithm) }
                 add(
                     "key", key != nil,
-                    key.map { "kid \"\(($0.keyID ?? "").prefix(64))\": \($0.publicKey.keyType), \($0.publicKey.bits) bits" }
-                        ?? "no usable key for kid \"\((jws.header.keyID ?? "none").prefix(64))\"")
+                    key.map { "kid \"\(($0.keyID ?? "").excerpt(bytes: 64))\": \($0.publicKey.keyType), \($0.publicKey.bits) bits" }
+                        ?? "no usable key for kid \"\((jws.header.keyID ?? "none").excerpt(bytes: 64))\"")
             } else {
                 add("key", nil, "not run: no acceptable algorithm")
             }
@@ -101,7 +101,7 @@ extension TokenVerifier {
         let note = verifiedKey == nil ? " (not authenticated)" : ""
         do {
             try checkTokenType(jws.header)
-            add("token-type", true, "typ \(jws.header.type.map { "\"\($0.prefix(32))\"" } ?? "absent") accepted" + note)
+            add("token-type", true, "typ \(jws.header.type.map { "\"\($0.excerpt(bytes: 32))\"" } ?? "absent") accepted" + note)
         } catch {
             add("token-type", false, error.description + note)
             fail(error)
@@ -132,7 +132,7 @@ extension TokenVerifier {
         run("audience") { () throws(VerificationError) -> String in "matches \(try checkAudience(reader))" }
         run("authorized-party") { () throws(VerificationError) -> String in
             try checkAuthorizedParty(reader)
-            return (try reader.string(.azp)).map { "azp \($0.prefix(128)) allowed" } ?? "no azp"
+            return (try reader.string(.azp)).map { "azp \($0.excerpt(bytes: 128)) allowed" } ?? "no azp"
         }
         if policy.tenants == nil {
             add("tenant", nil, "does not apply to \(policy.kind.rawValue)")

@@ -78,7 +78,7 @@ public struct AppleNotificationEvent: Sendable, Equatable {
         default: return .failure(VerificationError(.malformedToken, "events must be a JSON string or object"))
         }
         guard let typeName = events["type"]?.stringValue, let type = Kind(rawValue: typeName) else {
-            return .failure(VerificationError(.invalidRequest, "unknown event type \"\((events["type"]?.stringValue ?? "").prefix(32))\""))
+            return .failure(VerificationError(.invalidRequest, "unknown event type \"\((events["type"]?.stringValue ?? "").excerpt(bytes: 32))\""))
         }
         guard let subject = events["sub"]?.stringValue, Revocation.isValidSubject(subject) else {
             return .failure(VerificationError(.malformedToken, "events.sub is missing or not a usable subject"))

@@ -189,7 +189,7 @@ public struct TokenVerifier: Sendable {
             throw VerificationError(.unsupportedAlgorithm, "HMAC algorithms are never accepted: a public key is not a secret")
         }
         guard let alg = SignatureAlgorithm(rawValue: name) else {
-            throw VerificationError(.unsupportedAlgorithm, "alg \"\(name.prefix(16))\" is not supported")
+            throw VerificationError(.unsupportedAlgorithm, "alg \"\(name.excerpt(bytes: 16))\" is not supported")
         }
         guard policy.algorithms.contains(alg) else {
             let allowed = policy.algorithms.map(\.rawValue).sorted().joined(separator: ", ")
@@ -230,7 +230,7 @@ public struct TokenVerifier: Sendable {
     func checkTokenType(_ header: JOSEHeader) throws(VerificationError) {
         let type = header.type ?? ""
         guard policy.tokenTypes.contains(where: { ASCII.lowercased(type, hasBytesOf: $0) }) else {
-            let shown = header.type.map { "\"\($0.prefix(32))\"" } ?? "no typ"
+            let shown = header.type.map { "\"\($0.excerpt(bytes: 32))\"" } ?? "no typ"
             throw VerificationError(.invalidTokenType, "token type \(shown) is not accepted for \(policy.name) (an access token is not an ID token)")
         }
     }
@@ -241,9 +241,10 @@ public struct TokenVerifier: Sendable {
         guard !candidates.isEmpty else {
             if let kid = jws.header.keyID {
                 if let reason = keys.skipReason(keyID: kid) {
-                    throw VerificationError(.unknownKey, "key \"\(kid.prefix(64))\" was skipped when the \(policy.name) JWKS was loaded: \(reason)")
+                    throw VerificationError(
+                        .unknownKey, "key \"\(kid.excerpt(bytes: 64))\" was skipped when the \(policy.name) JWKS was loaded: \(reason)")
                 }
-                throw VerificationError(.unknownKey, "no key with kid \"\(kid.prefix(64))\" for \(policy.name)")
+                throw VerificationError(.unknownKey, "no key with kid \"\(kid.excerpt(bytes: 64))\" for \(policy.name)")
             }
             throw VerificationError(.unknownKey, "the token has no kid and no single \(policy.name) key fits \(alg.rawValue)")
         }
@@ -264,7 +265,7 @@ public struct TokenVerifier: Sendable {
             }
             throw VerificationError(.unsupportedAlgorithm, "\(alg.rawValue) does not fit the token's \(key.publicKey.keyType) key")
         }
-        throw VerificationError(.invalidSignature, "the signature does not verify with key \"\((jws.header.keyID ?? "").prefix(64))\"")
+        throw VerificationError(.invalidSignature, "the signature does not verify with key \"\((jws.header.keyID ?? "").excerpt(bytes: 64))\"")
     }
 
     func checkClaims(_ claims: IndexedJSONObject, key: VerificationKey, nonce: String?, now: Int64) throws(VerificationError) -> Verdict {
@@ -380,7 +381,7 @@ public struct TokenVerifier: Sendable {
         switch policy.issuers {
         case .exact(let accepted):
             guard accepted.containsBytes(issuer) else {
-                throw VerificationError(.invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not accepted for \(policy.name)")
+                throw VerificationError(.invalidIssuer, "issuer \"\(issuer.excerpt(bytes: 128))\" is not accepted for \(policy.name)")
             }
             return (issuer, nil)
         case .tenantTemplate(let template):
@@ -390,21 +391,22 @@ public struct TokenVerifier: Sendable {
             let version = try reader.string(.ver)
             if policy.acceptsV2Tokens, template.filled(withTenantID: tid, equals: issuer) {
                 if let version, !version.sameBytes(as: "2.0") {
-                    throw VerificationError(.invalidIssuer, "a v2.0 issuer with ver \"\(version.prefix(16))\"")
+                    throw VerificationError(.invalidIssuer, "a v2.0 issuer with ver \"\(version.excerpt(bytes: 16))\"")
                 }
                 if let keyIssuer = key?.issuer, !keyIssuer.filled(withTenantID: tid, equals: issuer) {
                     throw VerificationError(
-                        .invalidIssuer, "issuer \"\(issuer.prefix(128))\" is not the issuer of key \"\((key?.keyID ?? "").prefix(64))\"")
+                        .invalidIssuer,
+                        "issuer \"\(issuer.excerpt(bytes: 128))\" is not the issuer of key \"\((key?.keyID ?? "").excerpt(bytes: 64))\"")
                 }
             } else if let v1 = policy.v1IssuerTemplate, issuer.sameBytes(as: v1.replacingTenantID(with: tid)) {
                 // A v1.0 token: the key's issuer property is a v2.0 template and is not compared with the v1 issuer —
                 // but a key bound to one tenant (no template) still vouches for that tenant only.
                 if let version, !version.sameBytes(as: "1.0") {
-                    throw VerificationError(.invalidIssuer, "a v1.0 issuer with ver \"\(version.prefix(16))\"")
+                    throw VerificationError(.invalidIssuer, "a v1.0 issuer with ver \"\(version.excerpt(bytes: 16))\"")
                 }
                 if let keyIssuer = key?.issuer, !keyIssuer.replacingTenantID(with: tid).sameBytes(as: template.replacingTenantID(with: tid)) {
                     throw VerificationError(
-                        .invalidIssuer, "key \"\((key?.keyID ?? "").prefix(64))\" is bound to another tenant than \(tid)")
+                        .invalidIssuer, "key \"\((key?.keyID ?? "").excerpt(bytes: 64))\" is bound to another tenant than \(tid)")
                 }
             } else {
                 var accepted: [String] = []
@@ -412,7 +414,7 @@ public struct TokenVerifier: Sendable {
                 if let v1 = policy.v1IssuerTemplate { accepted.append(v1.replacingTenantID(with: tid)) }
                 throw VerificationError(
                     .invalidIssuer,
-                    "issuer \"\(issuer.prefix(128))\" does not match tenant \(tid) (expected \(accepted.joined(separator: " or ")))")
+                    "issuer \"\(issuer.excerpt(bytes: 128))\" does not match tenant \(tid) (expected \(accepted.joined(separator: " or ")))")
             }
             return (issuer, tid)
         }
@@ -431,7 +433,7 @@ public struct TokenVerifier: Sendable {
         }
         let tokenAudiences = try reader.audiences()
         guard let audience = policy.audiences.first(where: { tokenAudiences.containsBytes($0) }) else {
-            let listed = tokenAudiences.map { "\"\($0.prefix(128))\"" }.joined(separator: ", ")
+            let listed = tokenAudiences.map { "\"\($0.excerpt(bytes: 128))\"" }.joined(separator: ", ")
             throw VerificationError(.invalidAudience, "audience \(listed) is not configured for \(policy.name)")
         }
         return audience
@@ -442,7 +444,7 @@ public struct TokenVerifier: Sendable {
         guard let party = try reader.string(.azp) else { return }
         let allowed = policy.authorizedParties ?? policy.audiences
         guard allowed.containsBytes(party) else {
-            throw VerificationError(.invalidAudience, "authorized party (azp) \"\(party.prefix(128))\" is not allowed for \(policy.name)")
+            throw VerificationError(.invalidAudience, "authorized party (azp) \"\(party.excerpt(bytes: 128))\" is not allowed for \(policy.name)")
         }
     }
 
@@ -482,7 +484,7 @@ public struct TokenVerifier: Sendable {
             guard let issuedAt, window.contains(issuedAt) else {
                 throw VerificationError(
                     .unknownKey,
-                    "key \"\((key.keyID ?? "").prefix(64))\" was published from \(UTCTime.iso8601(window.lowerBound + 86_400)) to \(UTCTime.iso8601(window.upperBound)); this token was issued \(issuedAt.map(UTCTime.iso8601) ?? "at no stated time")"
+                    "key \"\((key.keyID ?? "").excerpt(bytes: 64))\" was published from \(UTCTime.iso8601(window.lowerBound + 86_400)) to \(UTCTime.iso8601(window.upperBound)); this token was issued \(issuedAt.map(UTCTime.iso8601) ?? "at no stated time")"
                 )
             }
         }

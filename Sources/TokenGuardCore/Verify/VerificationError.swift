@@ -56,3 +56,21 @@ public struct VerificationError: Error, Sendable, Equatable, CustomStringConvert
     /// Equality looks at the code only, so tests can compare against a code without the wording.
     public static func == (lhs: VerificationError, rhs: VerificationError) -> Bool { lhs.code == rhs.code }
 }
+
+extension StringProtocol {
+    /// At most `limit` UTF-8 bytes of this text, cut at a Unicode scalar boundary, with "…" when cut: how hostile text
+    /// is quoted in a message. A bound in `Character`s bounds nothing, since one grapheme cluster can be any number of
+    /// combining scalars.
+    package func excerpt(bytes limit: Int) -> String {
+        if utf8.count <= limit { return String(self) }
+        var used = 0
+        var end = startIndex
+        for scalar in unicodeScalars {
+            let width = UTF8.width(scalar)
+            if used + width > limit { break }
+            used += width
+            end = unicodeScalars.index(after: end)
+        }
+        return String(self[..<end]) + "…"
+    }
+}

@@ -414,7 +414,8 @@ extension Configuration {
                 domains.append(lower)
             } else {
                 throw ConfigError(
-                    key, "\"\(entry.prefix(64))\" is not a tenant: use [\"*\"], [\"organizations\"], [\"consumers\"] or tenant GUIDs and domain names"
+                    key,
+                    "\"\(entry.excerpt(bytes: 64))\" is not a tenant: use [\"*\"], [\"organizations\"], [\"consumers\"] or tenant GUIDs and domain names"
                 )
             }
         }
@@ -778,7 +779,7 @@ extension Configuration {
                 guard let source = ClaimSource(parsing: sourceText) else {
                     throw ConfigError(
                         sourceNode.key,
-                        "\"\(sourceText.prefix(64))\" is not a claim source (user_id, subject, tenant_id, email, issuer, audience, expires_at, claims.NAME)"
+                        "\"\(sourceText.excerpt(bytes: 64))\" is not a claim source (user_id, subject, tenant_id, email, issuer, audience, expires_at, claims.NAME)"
                     )
                 }
                 let header: ClaimHeader

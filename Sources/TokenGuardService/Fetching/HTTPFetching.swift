@@ -127,7 +127,7 @@ extension OutboundURL {
             guard sameOrigin || (jwksHosts.containsBytes(host) && port == 443) else {
                 throw FetchError(
                     .invalidURL,
-                    "\(host.prefix(128)):\(port) is neither the issuer's origin (\(issuerHost):\(issuerPort)) nor a jwks_hosts host on 443")
+                    "\(host.excerpt(bytes: 128)):\(port) is neither the issuer's origin (\(issuerHost):\(issuerPort)) nor a jwks_hosts host on 443")
             }
         default:
             guard devIdP, sameOrigin else {

@@ -236,7 +236,7 @@ package final class JWKSKeySource: KeySource {
                     "JWKS keys skipped",
                     metadata: [
                         "provider": "\(provider)",
-                        "skipped": "\(keySet.skipped.map { "\(($0.keyID ?? "(no kid)").prefix(64)): \($0.reason)" }.joined(separator: "; "))",
+                        "skipped": "\(keySet.skipped.map { "\(($0.keyID ?? "(no kid)").excerpt(bytes: 64)): \($0.reason)" }.joined(separator: "; "))",
                     ])
             }
             let ttl = policy.ttl(cacheControl: response.header("cache-control"))

@@ -80,7 +80,7 @@ package struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         }
         guard let type = data["type"]?.stringValue else { return malformed("type") }
         guard type.sameBytes(as: "USER") else {
-            return .failure(VerificationError(.tokenInactive, "not a user access token (type \(type.prefix(32)))"))
+            return .failure(VerificationError(.tokenInactive, "not a user access token (type \(type.excerpt(bytes: 32)))"))
         }
         var expiresAt: Int64? = nil
         switch data["expires_at"] {

@@ -348,7 +348,7 @@ package struct VerifierRegistry: Sendable {
     }
 
     package static func unknownProvider(_ name: String) -> VerificationError {
-        VerificationError(.unknownProvider, "no provider named \"\(name.prefix(64))\" is configured")
+        VerificationError(.unknownProvider, "no provider named \"\(name.excerpt(bytes: 64))\" is configured")
     }
 }
 
