@@ -166,6 +166,15 @@ do {
                             if case .success = fixture.verifier.keySource.currentKeys() { return true }
                             return false
                         }))
+                for (index, token) in Bench.malformedTokens(fixture.token).enumerated() {
+                    print(
+                        String(
+                            format: "  malformed rejection, shape %d %.0f ns", index,
+                            ns {
+                                if case .failure = fixture.verifier.verify(token: token, nonce: fixture.nonce, at: fixture.now) { return true }
+                                return false
+                            }))
+                }
                 let verdict = try fixture.verifier.verify(token: fixture.token, nonce: fixture.nonce, at: fixture.now).get()
                 print(
                     String(

@@ -124,6 +124,13 @@ struct IndexedJSONObjectTests {
         "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k\\u0033\":0}",
         "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k\\u0034\\u0030\":0}",
         "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + "}",
+        // Around the member count where duplicates stop being found by comparing fingerprints and a set takes over.
+        "{" + (0..<20).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k0\":0}",
+        "{" + (0..<31).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k\\u0033\\u0030\":0}",
+        "{" + (0..<32).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k31\":0}",
+        "{" + (0..<32).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k0\":0}",
+        "{" + (0..<33).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k32\":0}",
+        "{" + (0..<33).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + "}",
         // Around the copy-as-it-stands shortcut: each of these differs from its canonical form in one way, or not at all.
         "{}", "{ }", "{\"a\":1}", "{\"a\" :1}", "{\"a\": 1}", "{\"a\":1 }", " {\"a\":1} ", "{\"a\":1, \"b\":2}", "{\"a\":-0}", "{\"a\":-5}",
         "{\"a\":123456789012345678}", "{\"a\":-12345678901234567}", "{\"a\":-123456789012345678}", "{\"a\":1234567890123456789}",

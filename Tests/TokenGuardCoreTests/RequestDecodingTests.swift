@@ -288,4 +288,55 @@ struct IssuerTemplateTests {
             }
         }
     }
+
+    @Test("filled in place and the filled string agree on seeded templates and candidates built from the same pieces")
+    func filledInPlaceSeeded() {
+        var random = SeededRandom(seed: 0x7E4A)
+        let pieces = ["{tenantid}", "{", "}", "{tenantid", "tenantid}", "a", "/", "v2.0", "é", "{tenantid}{tenantid}"]
+        let tids = ["9188040d-6c67-4c5b-b112-36a304b66dad", "", "{tenantid}", "a"]
+        func text(_ count: Int, from pieces: [String]) -> String {
+            (0..<count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+        }
+        var matches = 0
+        for _ in 0..<4_000 {
+            let template = text(Int(random.next() % 6), from: pieces)
+            let tid = tids[Int(random.next() % UInt64(tids.count))]
+            let filled = template.replacingTenantID(with: tid)
+            let candidate = random.next() % 2 == 0 ? filled : text(Int(random.next() % 6), from: pieces + [tid])
+            let expected = filled.sameBytes(as: candidate)
+            if expected { matches += 1 }
+            #expect(
+                template.filled(withTenantID: tid, equals: candidate) == expected, "\(template.debugDescription) \(tid) \(candidate.debugDescription)"
+            )
+        }
+        #expect(matches > 1_000)
+    }
+
+    @Test("a tenant GUID: lowercase 8-4-4-4-12 hex, as bytes")
+    func tenantGUIDs() {
+        func reference(_ text: String) -> Bool {
+            let bytes = Array(text.utf8)
+            guard bytes.count == 36 else { return false }
+            return bytes.enumerated().allSatisfy { index, byte in
+                [8, 13, 18, 23].contains(index) ? byte == UInt8(ascii: "-") : Array("0123456789abcdef".utf8).contains(byte)
+            }
+        }
+        let valid = "9188040d-6c67-4c5b-b112-36a304b66dad"
+        #expect(GUID.isValid(valid))
+        var random = SeededRandom(seed: 0x6D1)
+        let alphabet = Array("0123456789abcdefgABCDEF-/:`@G\u{0}é".unicodeScalars)
+        for _ in 0..<5_000 {
+            var scalars = Array(valid.unicodeScalars)
+            for _ in 0..<Int(random.next() % 3) {
+                let at = Int(random.next() % UInt64(scalars.count))
+                switch random.next() % 3 {
+                case 0: scalars[at] = alphabet[Int(random.next() % UInt64(alphabet.count))]
+                case 1: scalars.remove(at: at)
+                default: scalars.insert(alphabet[Int(random.next() % UInt64(alphabet.count))], at: at)
+                }
+            }
+            let text = String(String.UnicodeScalarView(scalars))
+            #expect(GUID.isValid(text) == reference(text), "\(text.debugDescription)")
+        }
+    }
 }

@@ -237,6 +237,11 @@ public struct IndexedJSONObject: Sendable {
     }
 
     /// The strict pass: the same steps, in the same order, as ``JSONParser`` on a top-level object. nil: refused.
+    /// Up to this many members, a duplicate name is looked for by comparing fingerprints (at most 496 word compares);
+    /// beyond, by a set, so a hostile object stays linear. An Entra ID token has about twenty claims: below this, a
+    /// set would cost an allocation per member.
+    static let membersCheckedByScan = 32
+
     private static func scan(_ bytes: ArraySlice<UInt8>) -> IndexedJSONObject? {
         bytes.withUnsafeBufferPointer { buffer -> IndexedJSONObject? in
             // Every offset must fit a member's 32 bits (the tree parser takes such a document; tokens are 16 KiB at most).
@@ -255,8 +260,9 @@ public struct IndexedJSONObject: Sendable {
                 if cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "}") {
                     cursor.position += 1
                 } else {
-                    // About one member per 16 bytes (a header has three or four, a payload a dozen or more), at most 16.
-                    members.reserveCapacity(min(16, buffer.count / 16 + 1))
+                    // About one member per 16 bytes (a header has three or four, a payload a dozen or more), at most 24:
+                    // room for an Entra ID token's claims in a block malloc keeps in its per-thread cache (up to 1 KiB).
+                    members.reserveCapacity(min(24, buffer.count / 16 + 1))
                     while true {
                         cursor.skipWhitespace()
                         guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\"") else { return nil }
@@ -270,7 +276,7 @@ public struct IndexedJSONObject: Sendable {
                         } else {
                             member.fingerprint = Self.fingerprint(UnsafeBufferPointer(rebasing: buffer[nameRange]))
                         }
-                        if seen == nil && members.count >= 16 {
+                        if seen == nil && members.count >= Self.membersCheckedByScan {
                             seen = Set(members.map { ByteKey(bytes: name(of: $0, in: buffer, escapedNames: escapedNames)) })
                         }
                         if seen != nil {

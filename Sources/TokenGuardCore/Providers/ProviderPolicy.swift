@@ -92,16 +92,19 @@ public protocol TenantDirectory: Sendable {
 public enum GUID {
     /// True for a lowercase 8-4-4-4-12 hex GUID. Used before a `tid` is put into an issuer string.
     public static func isValid(_ string: String) -> Bool {
-        let bytes = Array(string.utf8)
-        guard bytes.count == 36 else { return false }
-        for (index, byte) in bytes.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                if byte != UInt8(ascii: "-") { return false }
-            } else if !((UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)) {
-                return false
+        var string = string
+        return string.withUTF8 { bytes in
+            guard bytes.count == 36 else { return false }
+            for index in 0..<36 {
+                let byte = bytes[index]
+                if index == 8 || index == 13 || index == 18 || index == 23 {
+                    if byte != UInt8(ascii: "-") { return false }
+                } else if !(byte &- UInt8(ascii: "0") < 10 || byte &- UInt8(ascii: "a") < 6) {
+                    return false
+                }
             }
+            return true
         }
-        return true
     }
 }
 

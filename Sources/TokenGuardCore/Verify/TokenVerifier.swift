@@ -530,25 +530,34 @@ extension String {
             tid.withUTF8 { tid in
                 candidate.withUTF8 { candidate in
                     let placeholder = StaticString("{tenantid}")
-                    let marker = UnsafeBufferPointer(start: placeholder.utf8Start, count: placeholder.utf8CodeUnitCount)
-                    var index = 0
+                    let marker = UnsafeRawBufferPointer(start: placeholder.utf8Start, count: placeholder.utf8CodeUnitCount)
                     var position = 0
-                    while index < template.count {
-                        if template[index] == marker[0], index + marker.count <= template.count,
-                            UnsafeBufferPointer(rebasing: template[index..<(index + marker.count)]).elementsEqual(marker)
-                        {
-                            guard position + tid.count <= candidate.count,
-                                UnsafeBufferPointer(rebasing: candidate[position..<(position + tid.count)]).elementsEqual(tid)
-                            else { return false }
-                            position += tid.count
-                            index += marker.count
-                        } else {
-                            guard position < candidate.count, candidate[position] == template[index] else { return false }
-                            position += 1
-                            index += 1
-                        }
+                    // The next `count` bytes of the candidate are `expected`: a word at a time.
+                    func consume(_ expected: UnsafeRawBufferPointer) -> Bool {
+                        guard expected.count <= candidate.count - position,
+                            ByteCompare.equal(
+                                expected, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: candidate[position..<(position + expected.count)])))
+                        else { return false }
+                        position += expected.count
+                        return true
                     }
-                    return position == candidate.count
+                    var literalStart = 0
+                    var index = 0
+                    while index < template.count {
+                        guard template[index] == UInt8(ascii: "{"), marker.count <= template.count - index,
+                            ByteCompare.equal(marker, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[index..<(index + marker.count)])))
+                        else {
+                            index += 1
+                            continue
+                        }
+                        guard consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<index]))),
+                            consume(UnsafeRawBufferPointer(tid))
+                        else { return false }
+                        index += marker.count
+                        literalStart = index
+                    }
+                    return consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<template.count])))
+                        && position == candidate.count
                 }
             }
         }
