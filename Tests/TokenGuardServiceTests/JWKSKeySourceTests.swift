@@ -336,6 +336,15 @@ struct JWKSKeySourceTests {
         }
         #expect(error.code == .keysUnavailable)
         #expect(server.count("/keys") == 1)
+        // The document's issuer is quoted capped in bytes, however long the upstream made it.
+        documentIssuer.jwks.withLock { $0 = "https://evil.example/" + String(repeating: "\u{301}", count: 20_000) }
+        let long = JWKSKeySource(provider: "corp", location: .discovery(issuer: issuer, devIdP: true), fetcher: Self.client())
+        guard case .failure(let longError) = await long.refresh() else {
+            Issue.record("a discovery document naming another issuer must be refused")
+            return
+        }
+        #expect(longError.message.contains("evil.example"))
+        #expect(longError.message.utf8.count < 400, "\(longError.message.utf8.count) bytes")
     }
 
     @Test("the background loop refreshes ahead of expiry")

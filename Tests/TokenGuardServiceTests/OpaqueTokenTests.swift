@@ -252,6 +252,21 @@ struct OpaqueTokenTests {
         #expect(error.message.contains(message), "\(name): \(error.message)")
     }
 
+    @Test("Facebook: a Graph error's type and code are quoted capped in bytes, however long the upstream made them")
+    func facebookGraphErrorEchoIsBounded() async throws {
+        let type = "OAuth" + String(repeating: "\u{301}", count: 20_000)
+        let code = "[" + Array(repeating: "1", count: 20_000).joined(separator: ",") + "]"
+        let body = "{\"error\":{\"message\":\"m\",\"type\":\"\(type)\",\"code\":\(code)}}"
+        let server = try Self.graph { _ in FakeHTTPServer.Response.json(body, status: 500) }
+        guard case .failure(let error) = await Self.facebookVerifier(server).verify(token: "EAAGtoken") else {
+            Issue.record("a Graph error must fail")
+            return
+        }
+        #expect(error.code == .keysUnavailable)
+        #expect(error.message.utf8.starts(with: "Graph error (OAuth".utf8), "\(error.message.excerpt(bytes: 40))")
+        #expect(error.message.utf8.count < 200, "\(error.message.utf8.count) bytes")
+    }
+
     @Test("Facebook: a wrong app secret (bad appsecret_proof) is keys_unavailable, and the secret is never echoed")
     func facebookWrongSecret() async throws {
         let server = try Self.graph { _ in Self.debugData() }

@@ -98,7 +98,7 @@ package enum OutboundURL {
         case "https": return (scheme, host)
         case "http" where loopbackHosts.contains(host): return (scheme, host)
         case "http": throw FetchError(.invalidURL, "plain http is allowed only to loopback addresses; use https")
-        default: throw FetchError(.invalidURL, "scheme \(scheme) is not allowed")
+        default: throw FetchError(.invalidURL, "scheme \(scheme.excerpt(bytes: 16)) is not allowed")
         }
     }
 }

@@ -362,7 +362,8 @@ package final class JWKSKeySource: KeySource {
         // OpenID Connect Discovery §4.3: the issuer in the document must be exactly the one configured.
         guard let documentIssuer = document["issuer"]?.stringValue, documentIssuer.sameBytes(as: issuer) else {
             throw FetchFailure(
-                "discovery document names issuer \(document["issuer"].map { JSONWriter.string($0) } ?? "none"), not \(issuer)", outcome: "malformed")
+                "discovery document names issuer \(document["issuer"].map { JSONWriter.string($0).excerpt(bytes: 128) } ?? "none"), not \(issuer)",
+                outcome: "malformed")
         }
         guard let jwksURI = document["jwks_uri"]?.stringValue else { throw FetchFailure("discovery document has no jwks_uri", outcome: "malformed") }
         do {

@@ -58,8 +58,8 @@ package struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         }
         if let graphError = object["error"]?.objectValue {
             // Graph's own message is not echoed: report its type and code only.
-            let type = graphError["type"]?.stringValue ?? "unknown"
-            let code = graphError["code"].map { JSONWriter.string($0) } ?? "?"
+            let type = graphError["type"]?.stringValue?.excerpt(bytes: 64) ?? "unknown"
+            let code = graphError["code"].map { JSONWriter.string($0).excerpt(bytes: 32) } ?? "?"
             return .failure(VerificationError(.keysUnavailable, "Graph error (\(type), code \(code), HTTP \(response.status))", retryAfterSeconds: 5))
         }
         guard response.status == 200, let data = object["data"]?.objectValue else {
