@@ -176,6 +176,19 @@ struct AttackTests {
         #expect(verifier.verify(token: duplicateHeader, nonce: nonce, at: now).code == .malformedToken)
     }
 
+    @Test("a refusal quotes at most four of a token's audiences, each capped: thousands of them do not make a token-sized message")
+    func manyAudiencesAreNotAllQuoted() throws {
+        let (key, verifier) = try appleSetup()
+        var claims = ProviderTokens.apple(now: now, rawNonce: nonce)
+        claims.set("aud", .array((0..<1_000).map { .string("a\($0)") }))
+        let token = try key.sign(claims)
+        let result = verifier.verify(token: token, nonce: nonce, at: now)
+        #expect(result.code == .invalidAudience)
+        guard case .failure(let error) = result else { return }
+        #expect(error.message.contains("\"a3\"") && !error.message.contains("\"a4\"") && error.message.contains("and 996 more"), "\(error.message)")
+        #expect(error.message.utf8.count < 300, "\(error.message.utf8.count) bytes")
+    }
+
     @Test("wrong issuer, audience and tenant")
     func wrongIssuerAudienceTenant() throws {
         let (key, verifier) = try appleSetup()

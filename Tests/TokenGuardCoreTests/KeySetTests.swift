@@ -34,6 +34,13 @@ struct KeySetTests {
         #expect(set.keys.count == 1)
         #expect(set.skipped.count == 9)
         #expect(set.contains(keyID: rsa.keyID))
+        // The report shows a skipped key's kid (the provider's text) capped in bytes.
+        encryption.set("kid", .string(String(repeating: "k", count: 6_000)))
+        let report = try parse([encryption, try rsa.jwk()]).skipped.json
+        guard case .array(let entries) = report, case .object(let entry)? = entries.first, case .string(let kid)? = entry["kid"] else {
+            return #expect(Bool(false), "\(report)")
+        }
+        #expect(kid.utf8.count <= 256 + "…".utf8.count && kid.hasPrefix("kkkk"), "\(kid.utf8.count) bytes")
     }
 
     @Test("JWKS documents: size bound, shape, thumbprints")

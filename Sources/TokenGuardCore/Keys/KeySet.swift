@@ -97,6 +97,7 @@ public final class KeySet: Sendable {
 extension [JWKParser.Skipped] {
     /// `[{"kid", "reason"}]`, as `/v1/providers` and `tokenguard keys` show skipped keys.
     public var json: JSONValue {
-        .array(map { .object(JSONObject([("kid", $0.keyID.map(JSONValue.string) ?? .null), ("reason", .string($0.reason))])) })
+        // The kid is the provider's text: shown capped in bytes (real kids are far shorter).
+        .array(map { .object(JSONObject([("kid", $0.keyID.map { .string($0.excerpt(bytes: 256)) } ?? .null), ("reason", .string($0.reason))])) })
     }
 }

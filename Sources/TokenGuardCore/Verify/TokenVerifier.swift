@@ -433,7 +433,9 @@ public struct TokenVerifier: Sendable {
         }
         let tokenAudiences = try reader.audiences()
         guard let audience = policy.audiences.first(where: { tokenAudiences.containsBytes($0) }) else {
-            let listed = tokenAudiences.map { "\"\($0.excerpt(bytes: 128))\"" }.joined(separator: ", ")
+            // At most four quoted, each capped: a token can carry thousands of audiences.
+            var listed = tokenAudiences.prefix(4).map { "\"\($0.excerpt(bytes: 128))\"" }.joined(separator: ", ")
+            if tokenAudiences.count > 4 { listed += " and \(tokenAudiences.count - 4) more" }
             throw VerificationError(.invalidAudience, "audience \(listed) is not configured for \(policy.name)")
         }
         return audience
