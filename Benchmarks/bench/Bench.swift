@@ -357,6 +357,21 @@ struct BatchBench {
         linesPerBlock = 64
     }
 
+    /// The log, the config and its JWKS, written into `directory`.
+    func export(to directory: String, lines: Int) throws {
+        let target = URL(fileURLWithPath: directory)
+        try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+        let jwks = target.appendingPathComponent("jwks.json").path
+        try FileManager.default.copyItem(atPath: workspace.url.appendingPathComponent("jwks.json").path, toPath: jwks)
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+            .replacingOccurrences(of: workspace.url.appendingPathComponent("jwks.json").path, with: jwks)
+        try text.write(toFile: target.appendingPathComponent("bench.yaml").path, atomically: true, encoding: .utf8)
+        var log: [UInt8] = []
+        log.reserveCapacity(block.count * (lines / linesPerBlock))
+        for _ in 0..<(lines / linesPerBlock) { log += block }
+        try Data(log).write(to: target.appendingPathComponent("log.ndjson"))
+    }
+
     func run(lines: Int) throws -> (perSecond: Double, peakMiB: Double) {
         let blocks = lines / linesPerBlock
         let result = try Children.runBatch(config: config) { fd in

@@ -97,6 +97,13 @@ do {
             return valid
         }.value
         print("batch lines: \(valid) valid")
+    } else if let directory = option("--batch-log") {
+        // The bench's batch input written out (DIR/log.ndjson, DIR/bench.yaml and its JWKS), for timing
+        // `bench --batch-child DIR/bench.yaml < DIR/log.ndjson` of two builds against each other.
+        let lines = arguments.last.flatMap(Int.init) ?? 256_000
+        let batch = try BatchBench(fixture: try Fixture.named("RS256", pem: nil) ?? { throw RunnerError("no RS256 fixture") }())
+        try batch.export(to: directory, lines: lines)
+        print("wrote \(directory)/log.ndjson (\(lines / batch.linesPerBlock * batch.linesPerBlock) lines) and \(directory)/bench.yaml")
     } else if arguments.contains("--overhead") {
         // Only the per-token cost beyond OpenSSL's verify, per algorithm (for iterating on the hot loop).
         for fixture in try Fixture.all() {

@@ -110,23 +110,26 @@ package struct BatchRunner: Sendable {
         return text + "   "
     }
 
-    /// Verifies a chunk with `jobs` concurrent workers; each takes every `jobs`-th line, so order is kept by index.
-    /// JWS lines are CPU work and never suspend; opaque-token lines wait on their provider without holding a thread.
+    /// Verifies a chunk with `jobs` concurrent workers; each takes the next line not taken yet, so a worker slowed by
+    /// another thread on its core (the reader's, the writer's) leaves its share to the others instead of holding up
+    /// the chunk. Order is kept by index. JWS lines are CPU work and never suspend; opaque-token lines wait on their
+    /// provider without holding a thread.
     private func verify(_ chunk: [LineReader.Line]) async -> [BatchProcessor.Output] {
         let workers = min(jobs, chunk.count)
         let processor = self.processor
+        let next = NextIndex()
         // Collected outside the group: returning a value from a task group's closure was miscompiled at -O (see
         // VerifyRoutes.verifyItems).
         var ordered = [BatchProcessor.Output?](repeating: nil, count: chunk.count)
         await withTaskGroup(of: [(Int, BatchProcessor.Output)].self) { group in
-            for worker in 0..<workers {
+            for _ in 0..<workers {
                 group.addTask {
                     var local: [(Int, BatchProcessor.Output)] = []
                     local.reserveCapacity(chunk.count / workers + 1)
-                    var index = worker
-                    while index < chunk.count {
+                    while true {
+                        let index = next.take()
+                        guard index < chunk.count else { break }
                         local.append((index, await processor.process(chunk[index])))
-                        index += workers
                     }
                     return local
                 }
@@ -137,6 +140,13 @@ package struct BatchRunner: Sendable {
         }
         return ordered.compactMap { $0 }
     }
+}
+
+/// The next line of a chunk for a worker to take.
+private final class NextIndex: Sendable {
+    private let counter = Atomic<Int>(0)
+
+    func take() -> Int { counter.add(1, ordering: .relaxed).oldValue }
 }
 
 /// Cuts the input into chunks on a dispatch queue of its own: a read that blocks on a slow producer must not hold
