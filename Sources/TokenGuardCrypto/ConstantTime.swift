@@ -10,6 +10,13 @@ public enum ConstantTime {
         return unsafe CRYPTO_memcmp(l, r, a.count) == 0
     }
 
+    /// The same over two strings' UTF-8 bytes (not generic: a cached verdict's nonce is compared on every hit).
+    public static func equals(_ a: String, _ b: String) -> Bool {
+        var a = a
+        var b = b
+        return unsafe a.withUTF8 { left in unsafe b.withUTF8 { right in unsafe equals(left, right) } }
+    }
+
     /// The same over any byte collections (copied when not contiguous).
     public static func equals<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
         // Contiguous bytes (a native String's UTF-8, an array) are compared in place, without copies.

@@ -81,6 +81,28 @@ struct VerifiedTokenCacheTests {
         }
     }
 
+    @Test("a key republished under a canonically equivalent kid of other bytes is another key: its cached verdicts die")
+    func keyRepublishedUnderEquivalentKid() throws {
+        let key = try SharedTestKeys.rsa()
+        // The same two combining marks in either order: equal as Strings (canonical ordering), not as bytes.
+        let original = TestKey(signingKey: key.signingKey, keyID: "kid-a\u{301}\u{316}", algorithm: .rs256)
+        let reordered = TestKey(signingKey: key.signingKey, keyID: "kid-a\u{316}\u{301}", algorithm: .rs256)
+        #expect(original.keyID == reordered.keyID && !original.keyID.sameBytes(as: reordered.keyID))
+        let token = try original.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let source = SwappableKeys(try SharedTestKeys.keySet([original]))
+        let cache = VerifiedTokenCache(capacity: 100)
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: source, cache: cache)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
+        // The same keys in a new set (a refresh that changed nothing): the entry is kept.
+        source.keys = try SharedTestKeys.keySet([original])
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
+        #expect(cache.count == 1)
+        source.keys = try SharedTestKeys.keySet([reordered])
+        #expect(TokenVerifier(policy: Verifiers.apple(), keySource: source).verify(token: token, nonce: nonce, at: now).code == .unknownKey)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == .unknownKey, "the cached verdict outlived the change")
+        #expect(cache.count == 0)
+    }
+
     @Test("bounded: least recently used entries are evicted; capacity 0 disables")
     func bounded() throws {
         let key = try SharedTestKeys.ed25519()

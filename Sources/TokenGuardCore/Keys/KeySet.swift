@@ -1,3 +1,4 @@
+import Synchronization
 import TokenGuardCrypto
 
 /// An immutable set of parsed verification keys: what a key source hands the verifier.
@@ -19,9 +20,13 @@ public final class KeySet: Sendable {
     /// RFC 7638 thumbprints of every key, to tell whether a cached verdict's key is still published.
     public let thumbprints: Set<String>
     /// Every key's ``VerificationKey/binding``: a cached verdict is served only while its key is published as it was.
-    public let bindings: Set<String>
+    public let bindings: Set<ByteKey>
     /// Headers of tokens that verified with these keys (gone with them when the keys change).
     public let verifiedHeaders = VerifiedHeaders()
+    /// Unique to this set in the process, never reused (a counter, not an address): a cached verdict made with this
+    /// set needs no binding lookup while it is current.
+    public let generation = KeySet.nextGeneration.add(1, ordering: .relaxed).newValue
+    private static let nextGeneration = Atomic<UInt64>(0)
 
     public init(keys: [VerificationKey], skipped: [JWKParser.Skipped] = []) {
         self.keys = keys

@@ -19,8 +19,9 @@ public final class VerificationKey: Sendable {
     /// (one day before it was first seen, through when it was last seen). nil for currently published keys.
     public let publishedWindow: ClosedRange<Int64>?
     /// What a cached verdict depends on: the key material and every published member that decides what the key may
-    /// verify (`kid`, `alg`, Microsoft's `issuer`). A verdict cached under it dies when any of them changes.
-    public let binding: String
+    /// verify (`kid`, `alg`, Microsoft's `issuer`). A verdict cached under it dies when any of them changes. Bytes:
+    /// as Strings, a kid re-published in a canonically equivalent but other spelling would compare equal.
+    public let binding: ByteKey
 
     public init(
         keyID: String?, publicKey: PublicKey, algorithm: SignatureAlgorithm?, issuer: String?, thumbprint: String, jwk: JSONObject,
@@ -35,7 +36,7 @@ public final class VerificationKey: Sendable {
         self.publishedWindow = publishedWindow
         let kid = keyID ?? ""
         let bound = issuer ?? ""
-        binding = "\(thumbprint)|\(kid.utf8.count):\(kid)|\(algorithm?.rawValue ?? "-")|\(bound.utf8.count):\(bound)"
+        binding = ByteKey("\(thumbprint)|\(kid.utf8.count):\(kid)|\(algorithm?.rawValue ?? "-")|\(bound.utf8.count):\(bound)")
     }
 
     package func withPublishedWindow(_ window: ClosedRange<Int64>) -> VerificationKey {

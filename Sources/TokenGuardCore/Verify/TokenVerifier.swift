@@ -5,7 +5,7 @@ import TokenGuardCrypto
 /// The signature is checked before any claim is read, so a forged token is `invalid_signature` whatever
 /// its claims say, and no claim of an unauthenticated payload influences the outcome. Keys come from a
 /// ``KeySource`` snapshot; the synchronous path never fetches.
-public struct TokenVerifier: Sendable {
+public final class TokenVerifier: Sendable {
     public let policy: ProviderPolicy
     public let keySource: any KeySource
     /// Recently verified tokens (nil: no cache). Never used for verification at a past time.
@@ -45,7 +45,7 @@ public struct TokenVerifier: Sendable {
             let alg = try checkAlgorithm(jws.header)
             let keys = try keySet.get()
             let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
-            if !historical { remember(token, verdict: verdict, key: key, nonce: nonce, now: now) }
+            if !historical { remember(token, verdict: verdict, key: key, keys: keys, nonce: nonce, now: now) }
             if !jws.headerWasKnown { knownHeaders?.keep(jws.header, encoded: jws.encodedHeader) }
             return .success(verdict)
         } catch {
@@ -54,13 +54,14 @@ public struct TokenVerifier: Sendable {
     }
 
     /// Caches a verdict under the token's bytes, with the binding of the key that verified it (its material, kid, alg
-    /// and issuer — not merely the first key with its kid), so the entry dies with that key or any change to it.
-    func remember(_ token: String, verdict: Verdict, key: VerificationKey, nonce: String?, now: Int64) {
+    /// and issuer — not merely the first key with its kid), so the entry dies with that key or any change to it, and
+    /// the generation of the key set it was found in (while that set is current, the key is in it).
+    func remember(_ token: String, verdict: Verdict, key: VerificationKey, keys: KeySet, nonce: String?, now: Int64) {
         guard let cache else { return }
         cache.store(
             token,
             VerifiedTokenCache.Entry(
-                verdict: verdict, keyBinding: key.binding, nonceClaim: verdict.claim("nonce")?.stringValue,
+                verdict: verdict, keyBinding: key.binding, keySetGeneration: keys.generation, nonceClaim: verdict.claim("nonce")?.stringValue,
                 expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
     }
 
@@ -96,11 +97,11 @@ public struct TokenVerifier: Sendable {
     private func cachedVerdict(_ cache: VerifiedTokenCache, token: String, nonce: String?, now: Int64) throws(VerificationError) -> Verdict? {
         guard token.utf8.count <= policy.maxTokenBytes else { return nil }
         guard case .success(let keys) = keySource.currentKeys() else { return nil }
-        guard let entry = cache.lookup(token, now: now, leeway: policy.leewaySeconds, isPublished: { keys.bindings.contains($0) }) else {
+        guard let entry = cache.lookup(token, now: now, leeway: policy.leewaySeconds, keys: keys) else {
             return nil
         }
         // The same raw nonce as when the token was verified matches by construction; any other goes the full way.
-        if let nonce, let verified = entry.verifiedRawNonce, ConstantTime.equals(nonce.utf8, verified.utf8) { return entry.verdict }
+        if let nonce, let verified = entry.verifiedRawNonce, ConstantTime.equals(nonce, verified) { return entry.verdict }
         try checkNonce(claimed: entry.nonceClaim, requested: nonce)
         return entry.verdict
     }

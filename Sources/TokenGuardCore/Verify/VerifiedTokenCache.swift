@@ -16,16 +16,19 @@ public final class VerifiedTokenCache: Sendable {
     /// Immutable, and a class: a hit hands it out with one reference-count operation.
     final class Entry: Sendable {
         let verdict: Verdict
-        let keyBinding: String
+        let keyBinding: ByteKey
+        /// The ``KeySet/generation`` the key was found in: while that set is current, the key is published as it was.
+        let keySetGeneration: UInt64
         let nonceClaim: String?
         let expiresAt: Int64
         /// The raw nonce this token was verified with: a hit with the same raw nonce needs no new hash. Kept
         /// in memory only, like the token itself.
         let verifiedRawNonce: String?
 
-        init(verdict: Verdict, keyBinding: String, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
+        init(verdict: Verdict, keyBinding: ByteKey, keySetGeneration: UInt64, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
             self.verdict = verdict
             self.keyBinding = keyBinding
+            self.keySetGeneration = keySetGeneration
             self.nonceClaim = nonceClaim
             self.expiresAt = expiresAt
             self.verifiedRawNonce = verifiedRawNonce
@@ -113,13 +116,14 @@ public final class VerifiedTokenCache: Sendable {
         return Int(UInt(bitPattern: value) % UInt(Self.shardCount))
     }
 
-    /// The cached verdict, when the token is cached, not expired at `now` (with `leeway`) and its key is in
-    /// the published bindings. The caller still checks the nonce. An expired or orphaned entry is dropped.
-    func lookup(_ token: String, now: Int64, leeway: Int64, isPublished: (String) -> Bool) -> Entry? {
+    /// The cached verdict, when the token is cached, not expired at `now` (with `leeway`) and its key is published in
+    /// `keys` as it was (the set it was verified with, or one with its binding). The caller still checks the nonce. An
+    /// expired or orphaned entry is dropped.
+    func lookup(_ token: String, now: Int64, leeway: Int64, keys: KeySet) -> Entry? {
         guard perShard > 0 else { return nil }
         return shards[shard(for: token)].withLock { shard -> Entry? in
             guard let slot = shard.index[TokenKey(token: token)], let entry = shard.entries[Int(slot)] else { return nil }
-            guard now < entry.expiresAt + leeway, isPublished(entry.keyBinding) else {
+            guard now < entry.expiresAt + leeway, entry.keySetGeneration == keys.generation || keys.bindings.contains(entry.keyBinding) else {
                 shard.remove(slot)
                 return nil
             }
