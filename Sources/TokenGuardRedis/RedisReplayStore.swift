@@ -482,6 +482,12 @@ package struct RedisError: Error, CustomStringConvertible {
 
 /// A Redis reply reduced to what the stores need.
 enum RedisReply: Sendable, Equatable {
+    /// The status reply `OK`, by bytes (as Strings, a KELVIN SIGN would pass for the K).
+    var isOK: Bool {
+        if case .status(let text) = self { return text.sameBytes(as: "OK") }
+        return false
+    }
+
     case integer(Int64)
     case status(String)
     /// A bulk string (bytes, decoded as UTF-8).
@@ -547,7 +553,7 @@ enum RedisReply: Sendable, Equatable {
             }
         }
         if let database = endpoint.database {
-            guard unsafe send(fresh, ["SELECT", String(database)]) == .status("OK") else {
+            guard unsafe send(fresh, ["SELECT", String(database)]).isOK else {
                 unsafe redisFree(fresh)
                 return unsafe .failure(RedisError("cannot select database \(database)"))
             }
@@ -560,7 +566,7 @@ enum RedisReply: Sendable, Equatable {
     private func authenticate(_ context: UnsafeMutablePointer<redisContext>, user: String?, password source: @Sendable () -> String?) -> RedisError? {
         guard let password = source() else { return RedisError("the Redis password cannot be read") }
         let reply = unsafe send(context, (user.map { ["AUTH", $0] } ?? ["AUTH"]) + [password])
-        guard reply == .status("OK") else {
+        guard reply.isOK else {
             // The reply names no secret ("WRONGPASS invalid username-password pair").
             if case .failure(let message) = reply { return RedisError("authentication failed: \(message)") }
             return RedisError("authentication failed")

@@ -34,6 +34,12 @@ struct KeySetTests {
         #expect(set.keys.count == 1)
         #expect(set.skipped.count == 9)
         #expect(set.contains(keyID: rsa.keyID))
+        // kty by bytes: "O" + KELVIN SIGN + "P" equals "OKP" as a String, and is no key type.
+        var kelvin = try SharedTestKeys.ed25519().jwk()
+        kelvin.set("kty", .string("O\u{212A}P"))
+        #expect("O\u{212A}P" == "OKP")
+        let kelvinSet = try parse([kelvin, try rsa.jwk()])
+        #expect(kelvinSet.keys.count == 1 && kelvinSet.skipped.count == 1, "\(kelvinSet.skipped)")
         // The report shows a skipped key's kid (the provider's text) capped in bytes.
         encryption.set("kid", .string(String(repeating: "k", count: 6_000)))
         let report = try parse([encryption, try rsa.jwk()]).skipped.json

@@ -157,6 +157,8 @@ struct SQLiteFirstOpenTests {
             "CREATE TABLE revocations (provider TEXT, subject TEXT, not_before INTEGER, PRIMARY KEY (provider, subject))",
             "CREATE TABLE revocations_version (id INTEGER, version INTEGER NOT NULL)",
             "CREATE TABLE revocations (provider TEXT NOT NULL, subject TEXT NOT NULL COLLATE NOCASE, not_before INTEGER NOT NULL, PRIMARY KEY (provider, subject))",
+            // Types that only Unicode case mapping would make tokenguard's ("ınteger" uppercases to "INTEGER").
+            "CREATE TABLE revocations (provider TEXT NOT NULL, subject TEXT NOT NULL, not_before \u{131}nteger NOT NULL, PRIMARY KEY (provider, subject))",
             """
             CREATE TABLE revocations (provider TEXT NOT NULL, subject TEXT NOT NULL, not_before INTEGER NOT NULL, PRIMARY KEY (provider, subject));
             CREATE TRIGGER undo AFTER INSERT ON revocations BEGIN DELETE FROM revocations; END

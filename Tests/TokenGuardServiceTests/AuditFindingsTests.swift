@@ -330,4 +330,17 @@ struct AuditFindingsTests {
             }
         }
     }
+
+    // MARK: Identities are bytes
+
+    @Test("provider drift is a change of bytes: a discovery issuer respelled with a KELVIN SIGN is drift")
+    func driftByBytes() {
+        let monitor = DriftMonitor(provider: "corp")
+        monitor.observe("issuer", "https://idp.example/K", at: 1)
+        monitor.observe("issuer", "https://idp.example/\u{212A}", at: 2)
+        #expect("https://idp.example/K" == "https://idp.example/\u{212A}")
+        #expect(monitor.changes.count == 1)
+        monitor.observe("issuer", "https://idp.example/\u{212A}", at: 3)
+        #expect(monitor.changes.count == 1, "the same bytes again are no change")
+    }
 }

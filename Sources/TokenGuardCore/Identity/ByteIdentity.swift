@@ -151,6 +151,10 @@ public enum ASCII {
         String(decoding: text.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
+    public static func uppercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) ? $0 & 0xDF : $0 }, as: UTF8.self)
+    }
+
     /// True when ``lowercased(_:)`` of `text` has exactly the bytes of `other`, without making that string.
     public static func lowercased(_ text: String, hasBytesOf other: String) -> Bool {
         let (left, right) = (text.utf8, other.utf8)

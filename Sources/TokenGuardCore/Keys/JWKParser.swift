@@ -43,12 +43,12 @@ public enum JWKParser {
         let publicKey: PublicKey
         let thumbprintInput: JSONObject
         do {
-            switch kty {
-            case "RSA":
+            // By bytes: as Strings, "O\u{212A}P" (KELVIN SIGN) would be "OKP".
+            if kty.sameBytes(as: "RSA") {
                 guard let n = member("n"), let e = member("e") else { return skip("RSA n or e missing or not base64url") }
                 publicKey = try PublicKey(rsaModulus: n.bytes, exponent: e.bytes)
                 thumbprintInput = JSONObject([("e", .string(e.text)), ("kty", .string("RSA")), ("n", .string(n.text))])
-            case "EC":
+            } else if kty.sameBytes(as: "EC") {
                 guard let crvName = jwk["crv"]?.stringValue, let curve = EllipticCurve(rawValue: crvName) else {
                     return skip("EC crv missing or not P-256, P-384 or P-521")
                 }
@@ -57,12 +57,12 @@ public enum JWKParser {
                 thumbprintInput = JSONObject([
                     ("crv", .string(crvName)), ("kty", .string("EC")), ("x", .string(x.text)), ("y", .string(y.text)),
                 ])
-            case "OKP":
-                guard jwk["crv"]?.stringValue == "Ed25519" else { return skip("OKP crv is not Ed25519") }
+            } else if kty.sameBytes(as: "OKP") {
+                guard jwk["crv"]?.stringValue?.sameBytes(as: "Ed25519") == true else { return skip("OKP crv is not Ed25519") }
                 guard let x = member("x") else { return skip("OKP x missing or not base64url") }
                 publicKey = try PublicKey(ed25519: x.bytes)
                 thumbprintInput = JSONObject([("crv", .string("Ed25519")), ("kty", .string("OKP")), ("x", .string(x.text))])
-            default:
+            } else {
                 return skip("kty \"\(kty.excerpt(bytes: 16))\" is not RSA, EC or OKP")
             }
         } catch let error as PublicKey.KeyError {

@@ -31,13 +31,13 @@ package final class DriftMonitor: Sendable {
         let previous: String? = state.withLock { state in
             let previous = state.observed[what]
             state.observed[what] = bounded
-            if let previous, previous != bounded {
+            if let previous, !previous.sameBytes(as: bounded) {
                 state.changes.append(Change(what: what, from: previous, to: bounded, seenAt: seconds))
                 if state.changes.count > Self.maximumChanges { state.changes.removeFirst(state.changes.count - Self.maximumChanges) }
             }
             return previous
         }
-        guard let previous, previous != bounded else { return }
+        guard let previous, !previous.sameBytes(as: bounded) else { return }
         Counter(label: "tokenguard_provider_drift_total", dimensions: [("provider", provider), ("what", what)]).increment()
         logger.warning(
             "provider drift: what it publishes changed (nothing trusted changes)",
@@ -50,7 +50,10 @@ package final class DriftMonitor: Sendable {
     package func observe(discovery document: JSONObject, at seconds: Int64) {
         observe("issuer", document["issuer"]?.stringValue ?? "(none)", at: seconds)
         observe("jwks_uri", document["jwks_uri"]?.stringValue ?? "(none)", at: seconds)
-        let algorithms = document["id_token_signing_alg_values_supported"]?.arrayValue?.compactMap(\.stringValue).sorted() ?? []
+        let algorithms =
+            document["id_token_signing_alg_values_supported"]?.arrayValue?.compactMap(\.stringValue).sorted {
+                $0.utf8.lexicographicallyPrecedes($1.utf8)
+            } ?? []
         observe("algorithms", algorithms.joined(separator: ","), at: seconds)
     }
 

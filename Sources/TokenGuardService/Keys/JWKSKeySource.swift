@@ -312,13 +312,15 @@ package final class JWKSKeySource: KeySource {
     /// A `kid` whose key material changed, or a fetch that replaced every key at once, is worth a look: it is
     /// what a compromised or spoofed JWKS endpoint would produce. Logged and counted; both versions are archived.
     private func reportSuspicious(previous: KeySet, current: KeySet) {
-        let old = Dictionary(previous.keys.compactMap { key in key.keyID.map { ($0, key.thumbprint) } }, uniquingKeysWith: { first, _ in first })
+        // Keyed by bytes: a kid republished in a canonically equivalent spelling is another kid.
+        let old = Dictionary(
+            previous.keys.compactMap { key in key.keyID.map { (ByteKey($0), key.thumbprint) } }, uniquingKeysWith: { first, _ in first })
         var changed: [String] = []
         var overlap = false
         for key in current.keys {
-            guard let kid = key.keyID, let thumbprint = old[kid] else { continue }
+            guard let kid = key.keyID, let thumbprint = old[ByteKey(kid)] else { continue }
             overlap = true
-            if thumbprint != key.thumbprint { changed.append(kid) }
+            if !thumbprint.sameBytes(as: key.thumbprint) { changed.append(kid) }
         }
         if !changed.isEmpty {
             Counter(label: "tokenguard_jwks_suspicious_total", dimensions: [("provider", provider), ("kind", "kid_material_changed")]).increment()

@@ -1,4 +1,5 @@
 import GRDB
+import TokenGuardCore
 
 /// A value read from a SQLite row only when it has the expected storage class: GRDB's typed reads trap on a value of
 /// another type, and the file is one anyone with disk access can edit.
@@ -17,6 +18,12 @@ package enum SQLiteValue {
 /// A table as tokenguard makes it: the one description both creates it and checks a table found in a file.
 package struct SQLiteTable: Sendable {
     package struct Column: Sendable, Equatable {
+        // Compared by bytes: SQLite's names and types are bytes, and as Strings "ınteger" would pass once uppercased.
+        package static func == (lhs: Column, rhs: Column) -> Bool {
+            lhs.name.sameBytes(as: rhs.name) && lhs.type.sameBytes(as: rhs.type) && lhs.notNull == rhs.notNull
+                && lhs.primaryKeyPosition == rhs.primaryKeyPosition
+        }
+
         package let name: String
         /// `TEXT` or `INTEGER`, as declared.
         package let type: String
@@ -64,7 +71,7 @@ package struct SQLiteTable: Sendable {
         guard !rows.isEmpty else { return nil }
         return rows.map { row in
             Column(
-                name: SQLiteValue.string(row, "name") ?? "", type: (SQLiteValue.string(row, "type") ?? "").uppercased(),
+                name: SQLiteValue.string(row, "name") ?? "", type: ASCII.uppercased(SQLiteValue.string(row, "type") ?? ""),
                 notNull: SQLiteValue.int64(row, "notnull") == 1, primaryKeyPosition: Int(SQLiteValue.int64(row, "pk") ?? -1))
         }
     }
@@ -129,7 +136,7 @@ package enum SQLiteFile {
                     SELECT x.coll FROM pragma_index_list(?) AS l, pragma_index_xinfo(l.name) AS x
                     WHERE l.origin = 'pk' AND x.key = 1 AND x.cid >= 0
                     """, arguments: [table.name])
-            guard collations.allSatisfy({ $0.uppercased() == "BINARY" }) else {
+            guard collations.allSatisfy({ ASCII.equalIgnoringCase($0, "BINARY") }) else {
                 throw SQLiteSchemaError("table \(table.name) compares its key as \(collations.joined(separator: ", ")), not byte for byte")
             }
         }
