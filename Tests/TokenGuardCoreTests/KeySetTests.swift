@@ -34,6 +34,15 @@ struct KeySetTests {
         #expect(set.keys.count == 1)
         #expect(set.skipped.count == 9)
         #expect(set.contains(keyID: rsa.keyID))
+        // Keys beyond the limit are reported, not dropped silently.
+        let many = try (0...KeySet.maximumKeys).map { index in
+            var jwk = try rsa.jwk()
+            jwk.set("kid", .string("k\(index)"))
+            return jwk
+        }
+        let capped = try parse(many)
+        #expect(capped.keys.count == KeySet.maximumKeys)
+        #expect(capped.skipped.map(\.reason) == ["1 more keys beyond the first \(KeySet.maximumKeys) were not read"])
         // kty by bytes: "O" + KELVIN SIGN + "P" equals "OKP" as a String, and is no key type.
         var kelvin = try SharedTestKeys.ed25519().jwk()
         kelvin.set("kty", .string("O\u{212A}P"))

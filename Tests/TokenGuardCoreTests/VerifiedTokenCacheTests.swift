@@ -103,6 +103,22 @@ struct VerifiedTokenCacheTests {
         #expect(cache.count == 0)
     }
 
+    @Test("a cached token without a kid dies when another key that fits it is published: a hit answers what a full check would")
+    func tokenWithoutKidAfterAnotherKeyAppears() throws {
+        let key = try SharedTestKeys.rsa()
+        let other = try TestKey(.rsa(bits: 2048), keyID: "another", algorithm: .rs256)
+        let header = #"{"alg":"RS256"}"#
+        let token = try key.signRaw(header: header, payload: JSONWriter.string(.object(ProviderTokens.apple(now: now, rawNonce: nonce))))
+        let source = SwappableKeys(try SharedTestKeys.keySet([key]))
+        let cache = VerifiedTokenCache(capacity: 100)
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: source, cache: cache)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil, "one key alone fits a token without a kid")
+        source.keys = try SharedTestKeys.keySet([key, other])
+        let fresh = TokenVerifier(policy: Verifiers.apple(), keySource: source).verify(token: token, nonce: nonce, at: now)
+        #expect(fresh.code == .unknownKey)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
+    }
+
     @Test("bounded: least recently used entries are evicted; capacity 0 disables")
     func bounded() throws {
         let key = try SharedTestKeys.ed25519()

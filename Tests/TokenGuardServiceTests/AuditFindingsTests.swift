@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TokenGuardCore
 import TokenGuardCrypto
@@ -342,5 +343,26 @@ struct AuditFindingsTests {
         #expect(monitor.changes.count == 1)
         monitor.observe("issuer", "https://idp.example/\u{212A}", at: 3)
         #expect(monitor.changes.count == 1, "the same bytes again are no change")
+    }
+
+    // MARK: Files that rotate
+
+    @Test("a caller key or secret file rewritten with one of the same size and its time kept (cp -p) is read again")
+    func secretFilesRotateByContent() async throws {
+        let workspace = try TempWorkspace()
+        let keys = try workspace.write("callers.txt", "first-caller-key-0001\n")
+        let secret = try workspace.write("secret.txt", "first-secret-value\n")
+        let kept = Date(timeIntervalSince1970: 1_700_000_000)
+        for path in [keys, secret] { try FileManager.default.setAttributes([.modificationDate: kept], ofItemAtPath: path) }
+        let callers = try CallerKeys(source: .file(path: keys), key: "server.caller_keys_file", environment: [:])
+        let value = try SecretValue(file: secret, key: "app_secret_file")
+        #expect(callers.allows("first-caller-key-0001") && value.current == "first-secret-value")
+        try "other-caller-key-0002\n".write(toFile: keys, atomically: false, encoding: .utf8)
+        try "other-secret-value\n".write(toFile: secret, atomically: false, encoding: .utf8)
+        for path in [keys, secret] { try FileManager.default.setAttributes([.modificationDate: kept], ofItemAtPath: path) }
+        try await Task.sleep(for: .milliseconds(1_100))  // files are looked at once a second at most
+        #expect(!callers.allows("first-caller-key-0001"), "a removed caller key stops working")
+        #expect(callers.allows("other-caller-key-0002"))
+        #expect(value.current == "other-secret-value")
     }
 }

@@ -73,6 +73,11 @@ public final class KeySet: Sendable {
             case .failure(let reason): skipped.append(reason)
             }
         }
+        // Said, not dropped silently: one entry for all of them (a JWKS of thousands stays one line in the report).
+        if list.count > maximumKeys {
+            skipped.append(
+                JWKParser.Skipped(keyID: nil, reason: "\(list.count - maximumKeys) more keys beyond the first \(maximumKeys) were not read"))
+        }
         return KeySet(keys: keys, skipped: skipped)
     }
 

@@ -164,7 +164,9 @@ extension TokenVerifier {
         // (they run again here, without any signature work).
         do {
             let verdict = try checkClaims(claims, key: verifiedKey, nonce: nonce, now: now)
-            if !historical, let keySet { remember(token, verdict: verdict, key: verifiedKey, keys: keySet, nonce: nonce, now: now) }
+            if !historical, let keySet {
+                remember(token, verdict: verdict, key: verifiedKey, keys: keySet, namedKey: jws.header.keyID != nil, nonce: nonce, now: now)
+            }
             return finished(.success(verdict))
         } catch {
             return finished(.failure(error))

@@ -45,7 +45,7 @@ public final class TokenVerifier: Sendable {
             let alg = try checkAlgorithm(jws.header)
             let keys = try keySet.get()
             let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
-            if !historical { remember(token, verdict: verdict, key: key, keys: keys, nonce: nonce, now: now) }
+            if !historical { remember(token, verdict: verdict, key: key, keys: keys, namedKey: jws.header.keyID != nil, nonce: nonce, now: now) }
             if !jws.headerWasKnown { knownHeaders?.keep(jws.header, encoded: jws.encodedHeader) }
             return .success(verdict)
         } catch {
@@ -55,14 +55,16 @@ public final class TokenVerifier: Sendable {
 
     /// Caches a verdict under the token's bytes, with the binding of the key that verified it (its material, kid, alg
     /// and issuer — not merely the first key with its kid), so the entry dies with that key or any change to it, and
-    /// the generation of the key set it was found in (while that set is current, the key is in it).
-    func remember(_ token: String, verdict: Verdict, key: VerificationKey, keys: KeySet, nonce: String?, now: Int64) {
+    /// the generation of the key set it was found in (while that set is current, the key is in it). A token that named
+    /// no key (no `kid`) was accepted because one key alone fits it, which depends on every other key in the set: its
+    /// entry lives only as long as that set.
+    func remember(_ token: String, verdict: Verdict, key: VerificationKey, keys: KeySet, namedKey: Bool, nonce: String?, now: Int64) {
         guard let cache else { return }
         cache.store(
             token,
             VerifiedTokenCache.Entry(
-                verdict: verdict, keyBinding: key.binding, keySetGeneration: keys.generation, nonceClaim: verdict.claim("nonce")?.stringValue,
-                expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
+                verdict: verdict, keyBinding: namedKey ? key.binding : nil, keySetGeneration: keys.generation,
+                nonceClaim: verdict.claim("nonce")?.stringValue, expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
     }
 
     /// The token's segments, with the answer ``checkBytes(_:)`` then ``parse(_:)`` would give. The strict base64url

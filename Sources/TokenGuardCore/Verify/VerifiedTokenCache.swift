@@ -9,14 +9,16 @@ import TokenGuardSync
 /// - Positive verdicts only. On every hit the expiry is checked again against the current time and the
 ///   request's nonce is checked against the token's (constant-time), so a hit never accepts what a full
 ///   verification would refuse for those reasons.
-/// - An entry is dropped when its key is no longer published as it was (material, kid, alg, issuer; checked on every hit).
+/// - An entry is dropped when its key is no longer published as it was (material, kid, alg, issuer; checked on every hit),
+///   and a token without a `kid` when the key set changes at all (whether one key alone fits it depends on the others).
 /// - Not used for verification at a past time (`at`).
 /// - Sharded (16 ways) so concurrent cores rarely contend for a lock.
 public final class VerifiedTokenCache: Sendable {
     /// Immutable, and a class: a hit hands it out with one reference-count operation.
     final class Entry: Sendable {
         let verdict: Verdict
-        let keyBinding: ByteKey
+        /// nil for a token that named no key: only its own key set vouches for it (see `keySetGeneration`).
+        let keyBinding: ByteKey?
         /// The ``KeySet/generation`` the key was found in: while that set is current, the key is published as it was.
         let keySetGeneration: UInt64
         let nonceClaim: String?
@@ -25,7 +27,7 @@ public final class VerifiedTokenCache: Sendable {
         /// in memory only, like the token itself.
         let verifiedRawNonce: String?
 
-        init(verdict: Verdict, keyBinding: ByteKey, keySetGeneration: UInt64, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
+        init(verdict: Verdict, keyBinding: ByteKey?, keySetGeneration: UInt64, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
             self.verdict = verdict
             self.keyBinding = keyBinding
             self.keySetGeneration = keySetGeneration
@@ -123,7 +125,8 @@ public final class VerifiedTokenCache: Sendable {
         guard perShard > 0 else { return nil }
         return shards[shard(for: token)].withLock { shard -> Entry? in
             guard let slot = shard.index[TokenKey(token: token)], let entry = shard.entries[Int(slot)] else { return nil }
-            guard now < entry.expiresAt + leeway, entry.keySetGeneration == keys.generation || keys.bindings.contains(entry.keyBinding) else {
+            guard now < entry.expiresAt + leeway, entry.keySetGeneration == keys.generation || entry.keyBinding.map(keys.bindings.contains) == true
+            else {
                 shard.remove(slot)
                 return nil
             }

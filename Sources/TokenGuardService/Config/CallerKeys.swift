@@ -25,11 +25,10 @@ package final class CallerKeys: Sendable {
         var checkedAt: Double
     }
 
-    /// What tells a changed file: its target (Kubernetes swaps a symlink to roll a Secret), time and size.
+    /// What tells a changed file: its bytes, through the symlink (Kubernetes swaps one to roll a Secret). Size and
+    /// time would miss a key rotated to one of the same length in a file whose time was kept (`cp -p`, `rsync -t`).
     struct FileStamp: Equatable {
-        let target: String
-        let modified: Double
-        let size: Int
+        let digest: [UInt8]
     }
 
     package let source: Source
@@ -75,17 +74,14 @@ package final class CallerKeys: Sendable {
         return keys
     }
 
-    static func stamp(_ path: String) -> FileStamp? {
+    /// The file's text (at most 1 MiB) and its stamp.
+    static func read(_ path: String) -> (String, FileStamp)? {
         let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: target),
-            let size = (attributes[.size] as? NSNumber)?.intValue
+            let size = (attributes[.size] as? NSNumber)?.intValue, size <= 1 << 20,
+            let data = FileManager.default.contents(atPath: target), data.count <= 1 << 20
         else { return nil }
-        return FileStamp(target: target, modified: (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0, size: size)
-    }
-
-    static func read(_ path: String) -> (String, FileStamp)? {
-        guard let stamp = stamp(path), stamp.size <= 1 << 20, let data = FileManager.default.contents(atPath: stamp.target) else { return nil }
-        return (String(decoding: data, as: UTF8.self), stamp)
+        return (String(decoding: data, as: UTF8.self), FileStamp(digest: SHA256.hash(data)))
     }
 
     /// True when `presented` is one of the keys. Constant time in the presented key's content.
@@ -115,12 +111,12 @@ package final class CallerKeys: Sendable {
             return true
         }
         guard due else { return }
-        guard let stamp = Self.stamp(path) else {
+        guard let (text, readStamp) = Self.read(path) else {
             logger.warning("caller key file is unreadable; keeping the last good keys", metadata: ["path": "\(path)"])
             return
         }
-        guard stamp != state.withLock({ $0.stamp }) else { return }
-        guard let (text, readStamp) = Self.read(path), let keys = try? Self.parse(text, key: "server.caller_keys_file") else {
+        guard readStamp != state.withLock({ $0.stamp }) else { return }
+        guard let keys = try? Self.parse(text, key: "server.caller_keys_file") else {
             logger.warning("caller key file has no usable keys; keeping the last good keys", metadata: ["path": "\(path)"])
             return
         }

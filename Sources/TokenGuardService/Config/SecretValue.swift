@@ -40,7 +40,7 @@ package final class SecretValue: Sendable {
             state.checkedAt = now
             return true
         }
-        if due, let stamp = CallerKeys.stamp(path), stamp != state.withLock({ $0.stamp }), let (value, readStamp) = Self.read(path) {
+        if due, let (value, readStamp) = Self.read(path), readStamp != state.withLock({ $0.stamp }) {
             state.withLock {
                 $0.value = value
                 $0.stamp = readStamp

@@ -4,20 +4,18 @@ import TokenGuardSync
 
 /// The contract's `jwks_file`: a local JWKS document that pins a provider's keys, re-read when it changes.
 ///
-/// The file's modification time and size are looked at no more than once a second, so the hot path pays a
-/// clock read, not a `stat`. A changed file that fails to parse keeps the previous good keys and reports
-/// the problem through ``lastError``; a file that never parsed answers `keys_unavailable`.
+/// The file is read again no more than once a second, so the hot path pays a clock read, not a read. Its content
+/// decides whether it changed, not its size or modification time: a file replaced by another of the same size with
+/// its time kept (`cp -p`, `rsync -t`, `touch -r`) is a change. A changed file that fails to parse keeps the
+/// previous good keys and reports the problem through ``lastError``; a file that never parsed answers
+/// `keys_unavailable`.
 package final class JWKSFileKeySource: KeySource {
     private struct State {
         var keySet: KeySet?
-        var fileStamp: FileStamp?
+        /// The bytes the current keys were parsed from.
+        var parsedContent: [UInt8]?
         var lastCheck: ContinuousClock.Instant?
         var lastError: String?
-    }
-
-    private struct FileStamp: Equatable {
-        let modified: Date
-        let size: Int
     }
 
     package let path: String
@@ -45,29 +43,36 @@ package final class JWKSFileKeySource: KeySource {
     }
 
     private func reload(_ state: inout State) {
-        let stamp: FileStamp
+        let size: Int
         do {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
-            stamp = FileStamp(
-                modified: attributes[.modificationDate] as? Date ?? .distantPast,
-                size: (attributes[.size] as? NSNumber)?.intValue ?? -1)
+            size = (attributes[.size] as? NSNumber)?.intValue ?? -1
         } catch {
             state.lastError = "cannot read \(path): \(error.localizedDescription)"
             return
         }
-        if stamp == state.fileStamp { return }
-        guard stamp.size <= KeySet.maximumDocumentBytes else {
-            state.lastError = "\(path) is \(stamp.size) bytes; the limit is \(KeySet.maximumDocumentBytes)"
+        guard size <= KeySet.maximumDocumentBytes else {
+            state.lastError = "\(path) is \(size) bytes; the limit is \(KeySet.maximumDocumentBytes)"
             return
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             state.lastError = "cannot read \(path)"
             return
         }
+        // It may have grown between the size check and the read.
+        guard data.count <= KeySet.maximumDocumentBytes else {
+            state.lastError = "\(path) is \(data.count) bytes; the limit is \(KeySet.maximumDocumentBytes)"
+            return
+        }
+        let content = Array(data)
+        if let parsed = state.parsedContent, parsed == content {
+            state.lastError = nil
+            return
+        }
         do {
-            let keys = try KeySet.parse(jwks: Array(data))
+            let keys = try KeySet.parse(jwks: content)
             state.keySet = keys
-            state.fileStamp = stamp
+            state.parsedContent = content
             state.lastError = nil
         } catch {
             state.lastError = "\(path): \(error.message)"
