@@ -42,7 +42,7 @@ struct KeySetTests {
         }
         let capped = try parse(many)
         #expect(capped.keys.count == KeySet.maximumKeys)
-        #expect(capped.skipped.map(\.reason) == ["1 more keys beyond the first \(KeySet.maximumKeys) were not read"])
+        #expect(capped.skipped.map(\.reason) == ["1 more key beyond the first \(KeySet.maximumKeys) not read"])
         // kty by bytes: "O" + KELVIN SIGN + "P" equals "OKP" as a String, and is no key type.
         var kelvin = try SharedTestKeys.ed25519().jwk()
         kelvin.set("kty", .string("O\u{212A}P"))

@@ -119,6 +119,32 @@ struct VerifiedTokenCacheTests {
         #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
     }
 
+    @Test("an empty kid or issuer is not an absent one: a key republished from one to the other ends its cached verdicts")
+    func emptyIsNotAbsent() throws {
+        let key = try SharedTestKeys.rsa()
+        func keySet(kid: String?, issuer: String?) throws -> KeySet {
+            var jwk = try key.jwk()
+            var members = jwk.members.filter { !$0.name.sameBytes(as: "kid") }
+            if let kid { members.append(("kid", .string(kid))) }
+            if let issuer { members.append(("issuer", .string(issuer))) }
+            jwk = JSONObject(members)
+            return try KeySet.parse(jwks: JSONWriter.bytes(.object(JSONObject([("keys", .array([.object(jwk)]))]))))
+        }
+        let bindings = try [keySet(kid: nil, issuer: nil), keySet(kid: "", issuer: nil), keySet(kid: nil, issuer: ""), keySet(kid: "", issuer: "")]
+            .map { $0.keys[0].binding }
+        #expect(Set(bindings).count == 4)
+        // A token naming the empty kid, cached, then its key republished with no kid: a fresh check finds no key.
+        let token = try key.signRaw(
+            header: #"{"alg":"RS256","kid":""}"#, payload: JSONWriter.string(.object(ProviderTokens.apple(now: now, rawNonce: nonce))))
+        let source = SwappableKeys(try keySet(kid: "", issuer: nil))
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: source, cache: VerifiedTokenCache(capacity: 100))
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
+        source.keys = try keySet(kid: nil, issuer: nil)
+        let fresh = TokenVerifier(policy: Verifiers.apple(), keySource: source).verify(token: token, nonce: nonce, at: now)
+        #expect(fresh.code == .unknownKey)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
+    }
+
     @Test("bounded: least recently used entries are evicted; capacity 0 disables")
     func bounded() throws {
         let key = try SharedTestKeys.ed25519()

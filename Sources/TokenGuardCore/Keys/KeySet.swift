@@ -76,7 +76,11 @@ public final class KeySet: Sendable {
         // Said, not dropped silently: one entry for all of them (a JWKS of thousands stays one line in the report).
         if list.count > maximumKeys {
             skipped.append(
-                JWKParser.Skipped(keyID: nil, reason: "\(list.count - maximumKeys) more keys beyond the first \(maximumKeys) were not read"))
+                JWKParser.Skipped(
+                    keyID: nil,
+                    reason:
+                        "\(list.count - maximumKeys) more \(list.count - maximumKeys == 1 ? "key" : "keys") beyond the first \(maximumKeys) not read")
+            )
         }
         return KeySet(keys: keys, skipped: skipped)
     }

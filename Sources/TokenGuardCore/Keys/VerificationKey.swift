@@ -34,9 +34,10 @@ public final class VerificationKey: Sendable {
         self.thumbprint = thumbprint
         self.jwk = jwk
         self.publishedWindow = publishedWindow
-        let kid = keyID ?? ""
-        let bound = issuer ?? ""
-        binding = ByteKey("\(thumbprint)|\(kid.utf8.count):\(kid)|\(algorithm?.rawValue ?? "-")|\(bound.utf8.count):\(bound)")
+        // An absent member is "-", a present one its length and bytes: no kid and an empty kid are other keys (a token
+        // with `"kid": ""` finds only the second), as are no `issuer` and an empty one (Microsoft refuses the second).
+        func member(_ value: String?) -> String { value.map { "\($0.utf8.count):\($0)" } ?? "-" }
+        binding = ByteKey("\(thumbprint)|\(member(keyID))|\(algorithm?.rawValue ?? "-")|\(member(issuer))")
     }
 
     package func withPublishedWindow(_ window: ClosedRange<Int64>) -> VerificationKey {
