@@ -145,6 +145,33 @@ struct VerifiedTokenCacheTests {
         #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
     }
 
+    @Test("a cached token's key, once several keys share its kid, answers as a fresh check would: the first that verifies decides")
+    func keyNoLongerAloneUnderItsKid() throws {
+        let key = try SharedTestKeys.rsa()
+        let tenant = "9188040d-6c67-4c5b-b112-36a304b66dad"
+        func entry(issuer: String) throws -> JSONValue {
+            var jwk = try key.jwk(includeAlgorithm: false)
+            jwk.set("issuer", .string(issuer))
+            return .object(jwk)
+        }
+        func keySet(_ entries: [JSONValue]) throws -> KeySet {
+            try KeySet.parse(jwks: JSONWriter.bytes(.object(JSONObject([("keys", .array(entries))]))))
+        }
+        let template = try entry(issuer: "https://login.microsoftonline.com/{tenantid}/v2.0")
+        let otherTenant = try entry(issuer: "https://login.microsoftonline.com/00000000-0000-0000-0000-000000000001/v2.0")
+        let token = try key.sign(ProviderTokens.microsoft(now: now, rawNonce: nonce, tenant: tenant))
+        let source = SwappableKeys(try keySet([template]))
+        var policy = Verifiers.microsoft()
+        policy.algorithms = [.rs256]
+        let verifier = TokenVerifier(policy: policy, keySource: source, cache: VerifiedTokenCache(capacity: 100))
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
+        // The same key, first bound to another tenant: a fresh check verifies with that entry and refuses the issuer.
+        source.keys = try keySet([otherTenant, template])
+        let fresh = TokenVerifier(policy: policy, keySource: source).verify(token: token, nonce: nonce, at: now)
+        #expect(fresh.code == .invalidIssuer)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
+    }
+
     @Test("bounded: least recently used entries are evicted; capacity 0 disables")
     func bounded() throws {
         let key = try SharedTestKeys.ed25519()

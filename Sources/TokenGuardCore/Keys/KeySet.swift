@@ -97,6 +97,9 @@ public final class KeySet: Sendable {
 
     public func contains(keyID: String) -> Bool { keys(withKeyID: keyID) != nil }
 
+    /// True when exactly one key has this kid (bytes).
+    public func hasOneKey(withKeyID keyID: String) -> Bool { keys(withKeyID: keyID)?.count == 1 }
+
     private func keys(withKeyID keyID: String) -> [VerificationKey]? {
         for group in byKeyID where group.keyID.sameBytes(as: keyID) { return group.keys }
         return nil

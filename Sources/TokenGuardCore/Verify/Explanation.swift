@@ -165,7 +165,7 @@ extension TokenVerifier {
         do {
             let verdict = try checkClaims(claims, key: verifiedKey, nonce: nonce, now: now)
             if !historical, let keySet {
-                remember(token, verdict: verdict, key: verifiedKey, keys: keySet, namedKey: jws.header.keyID != nil, nonce: nonce, now: now)
+                remember(token, verdict: verdict, key: verifiedKey, keys: keySet, keyID: jws.header.keyID, nonce: nonce, now: now)
             }
             return finished(.success(verdict))
         } catch {

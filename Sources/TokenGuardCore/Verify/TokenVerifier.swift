@@ -45,7 +45,7 @@ public final class TokenVerifier: Sendable {
             let alg = try checkAlgorithm(jws.header)
             let keys = try keySet.get()
             let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
-            if !historical { remember(token, verdict: verdict, key: key, keys: keys, namedKey: jws.header.keyID != nil, nonce: nonce, now: now) }
+            if !historical { remember(token, verdict: verdict, key: key, keys: keys, keyID: jws.header.keyID, nonce: nonce, now: now) }
             if !jws.headerWasKnown { knownHeaders?.keep(jws.header, encoded: jws.encodedHeader) }
             return .success(verdict)
         } catch {
@@ -58,12 +58,12 @@ public final class TokenVerifier: Sendable {
     /// the generation of the key set it was found in (while that set is current, the key is in it). A token that named
     /// no key (no `kid`) was accepted because one key alone fits it, which depends on every other key in the set: its
     /// entry lives only as long as that set.
-    func remember(_ token: String, verdict: Verdict, key: VerificationKey, keys: KeySet, namedKey: Bool, nonce: String?, now: Int64) {
+    func remember(_ token: String, verdict: Verdict, key: VerificationKey, keys: KeySet, keyID: String?, nonce: String?, now: Int64) {
         guard let cache else { return }
         cache.store(
             token,
             VerifiedTokenCache.Entry(
-                verdict: verdict, keyBinding: namedKey ? key.binding : nil, keySetGeneration: keys.generation,
+                verdict: verdict, keyBinding: keyID == nil ? nil : key.binding, keyID: keyID, keySetGeneration: keys.generation,
                 nonceClaim: verdict.claim("nonce")?.stringValue, expiresAt: verdict.expiresAt ?? now, verifiedRawNonce: nonce))
     }
 

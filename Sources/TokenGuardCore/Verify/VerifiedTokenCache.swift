@@ -9,8 +9,9 @@ import TokenGuardSync
 /// - Positive verdicts only. On every hit the expiry is checked again against the current time and the
 ///   request's nonce is checked against the token's (constant-time), so a hit never accepts what a full
 ///   verification would refuse for those reasons.
-/// - An entry is dropped when its key is no longer published as it was (material, kid, alg, issuer; checked on every hit),
-///   and a token without a `kid` when the key set changes at all (whether one key alone fits it depends on the others).
+/// - An entry is dropped when its key is no longer published as it was (material, kid, alg, issuer; checked on every hit)
+///   or no longer alone under its kid, and a token without a `kid` when the key set changes at all: which key a fresh
+///   check would take depends on the others.
 /// - Not used for verification at a past time (`at`).
 /// - Sharded (16 ways) so concurrent cores rarely contend for a lock.
 public final class VerifiedTokenCache: Sendable {
@@ -19,6 +20,9 @@ public final class VerifiedTokenCache: Sendable {
         let verdict: Verdict
         /// nil for a token that named no key: only its own key set vouches for it (see `keySetGeneration`).
         let keyBinding: ByteKey?
+        /// The token's `kid`: in another key set, the binding vouches only when that kid names one key alone (with
+        /// several, a fresh check takes the first that verifies, whose issuer may refuse the token).
+        let keyID: String?
         /// The ``KeySet/generation`` the key was found in: while that set is current, the key is published as it was.
         let keySetGeneration: UInt64
         let nonceClaim: String?
@@ -27,13 +31,23 @@ public final class VerifiedTokenCache: Sendable {
         /// in memory only, like the token itself.
         let verifiedRawNonce: String?
 
-        init(verdict: Verdict, keyBinding: ByteKey?, keySetGeneration: UInt64, nonceClaim: String?, expiresAt: Int64, verifiedRawNonce: String?) {
+        init(
+            verdict: Verdict, keyBinding: ByteKey?, keyID: String?, keySetGeneration: UInt64, nonceClaim: String?, expiresAt: Int64,
+            verifiedRawNonce: String?
+        ) {
             self.verdict = verdict
             self.keyBinding = keyBinding
+            self.keyID = keyID
             self.keySetGeneration = keySetGeneration
             self.nonceClaim = nonceClaim
             self.expiresAt = expiresAt
             self.verifiedRawNonce = verifiedRawNonce
+        }
+
+        /// In a key set other than its own: its key is there as it was, and alone under its kid.
+        func isVouchedFor(by keys: KeySet) -> Bool {
+            guard let keyBinding, let keyID else { return false }
+            return keys.bindings.contains(keyBinding) && keys.hasOneKey(withKeyID: keyID)
         }
     }
 
@@ -125,7 +139,7 @@ public final class VerifiedTokenCache: Sendable {
         guard perShard > 0 else { return nil }
         return shards[shard(for: token)].withLock { shard -> Entry? in
             guard let slot = shard.index[TokenKey(token: token)], let entry = shard.entries[Int(slot)] else { return nil }
-            guard now < entry.expiresAt + leeway, entry.keySetGeneration == keys.generation || entry.keyBinding.map(keys.bindings.contains) == true
+            guard now < entry.expiresAt + leeway, entry.keySetGeneration == keys.generation || entry.isVouchedFor(by: keys)
             else {
                 shard.remove(slot)
                 return nil
