@@ -119,7 +119,8 @@ enum Fleet {
                     port: 8091, count: 40, allowed: ["replay_store_unavailable", "revocation_store_unavailable", "request_timeout"])
                 problems += await load.exactlyOnce(rounds: 1000, ports: [8091, 8092, 8093])
                 try hosts.heal("r1")
-                problems += await load.recovers(port: 8091, within: 15)
+                // Every connection of r1's pool back, not just one: the next scenario expects r1's verdicts exact.
+                problems += await load.recoversSteadily(port: 8091, within: 15)
                 // The fault lasts past the heal: claims r1 made just before the cut, and its settles, stay pending in
                 // Redis until r1 settles or takes them back, or they age out (10 s). Tokens they touch are undecided
                 // meanwhile (503, retry) on every replica; never a wrong verdict or a double acceptance, still checked.
@@ -715,6 +716,39 @@ final class Load: Sendable {
     }
 
     /// After a fault heals, the replica accepts fresh tokens again within `seconds`.
+    /// After a fault heals: `port` answers `consecutive` fresh tokens in a row valid within `seconds` (a request that
+    /// was already waiting on the fault when it healed may still fail meanwhile).
+    func recoversSteadily(port: Int, within seconds: Double, consecutive: Int = 40) async -> [String] {
+        let started = monotonicSeconds()
+        var inARow = 0
+        var failures = 0
+        while monotonicSeconds() - started < seconds {
+            guard let (token, nonce, _) = try? token(.valid) else { continue }
+            let answer = await verify(port: port, token: token, nonce: nonce)
+            let code = answer.flatMap { Self.verdict($0)?.code }
+            if code == "valid" {
+                if !recordAcceptance(token, nonce: nonce) { return ["port \(port): a token accepted twice"] }
+                inARow += 1
+                if inARow == consecutive {
+                    say(
+                        String(
+                            format: "fleet:   port \(port) steady %.2f s after the heal (%d refusals meanwhile)", monotonicSeconds() - started,
+                            failures))
+                    return []
+                }
+            } else {
+                // Undecided (503, retry) is what a replica says while it cannot reach Redis; anything else is wrong.
+                if let code, !["replay_store_unavailable", "revocation_store_unavailable", "request_timeout"].contains(code) {
+                    return ["port \(port): \(code) for a fresh token after the heal"]
+                }
+                inARow = 0
+                failures += 1
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        return ["port \(port) did not accept \(consecutive) fresh tokens in a row within \(Int(seconds)) s of the fault healing"]
+    }
+
     func recovers(port: Int, within seconds: Double, key signer: TestKey? = nil) async -> [String] {
         let deadline = monotonicSeconds() + seconds
         while monotonicSeconds() < deadline {

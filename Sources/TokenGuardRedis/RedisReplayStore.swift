@@ -1,6 +1,7 @@
 import CHiredis
 import Foundation
 import Logging
+import Synchronization
 import TokenGuardCore
 import TokenGuardService
 import TokenGuardSync
@@ -440,6 +441,7 @@ package final class RedisClient: Sendable {
     package var host: String { endpoint.host }
     package var port: Int { endpoint.port }
     private let workers: ThreadConfinedWorkers<RedisConnection>
+    private let reachability = RedisReachability()
 
     /// Parses `redis://host:port`.
     package convenience init(url: String, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) throws
@@ -451,8 +453,10 @@ package final class RedisClient: Sendable {
 
     package init(endpoint: RedisEndpoint, connections: Int = 4, connectTimeoutMilliseconds: Int = 500, commandTimeoutMilliseconds: Int = 1000) {
         self.endpoint = endpoint
-        workers = ThreadConfinedWorkers(threads: connections, name: "tokenguard-redis") {
-            RedisConnection(endpoint: endpoint, connectMilliseconds: connectTimeoutMilliseconds, commandMilliseconds: commandTimeoutMilliseconds)
+        workers = ThreadConfinedWorkers(threads: connections, name: "tokenguard-redis") { [reachability] in
+            RedisConnection(
+                endpoint: endpoint, connectMilliseconds: connectTimeoutMilliseconds, commandMilliseconds: commandTimeoutMilliseconds,
+                reachability: reachability)
         }
     }
 
@@ -500,16 +504,28 @@ enum RedisReply: Sendable, Equatable {
     case skipped
 }
 
+/// Whether any connection of a pool has had an answer from Redis since a moment: a count of answers, compared with
+/// its value at that moment (no clock needed).
+final class RedisReachability: Sendable {
+    private let answers = Atomic<UInt64>(0)
+    var mark: UInt64 { answers.load(ordering: .relaxed) }
+    func recordAnswer() { answers.wrappingAdd(1, ordering: .relaxed) }
+    /// Whether some connection had an answer after ``mark`` read `mark`.
+    func answered(since mark: UInt64) -> Bool { answers.load(ordering: .relaxed) != mark }
+}
+
 /// Owns one `redisContext` (one connection), dialled lazily and re-dialled after any error: to the server, or to the
 /// master the Sentinels name (asked again at every dial, so a failover is followed), then AUTH and SELECT.
 @safe final class RedisConnection {
     let endpoint: RedisEndpoint
     let connectTimeout: timeval
     let commandTimeout: timeval
+    private let reachability: RedisReachability
     private var context: UnsafeMutablePointer<redisContext>?
 
-    init(endpoint: RedisEndpoint, connectMilliseconds: Int, commandMilliseconds: Int) {
+    init(endpoint: RedisEndpoint, connectMilliseconds: Int, commandMilliseconds: Int, reachability: RedisReachability = RedisReachability()) {
         self.endpoint = endpoint
+        self.reachability = reachability
         connectTimeout = timeval(tv_sec: connectMilliseconds / 1000, tv_usec: Int((connectMilliseconds % 1000) * 1000))
         commandTimeout = timeval(tv_sec: commandMilliseconds / 1000, tv_usec: Int((commandMilliseconds % 1000) * 1000))
     }
@@ -592,16 +608,24 @@ enum RedisReply: Sendable, Equatable {
 
     /// After a dial that failed slowly (a connect timeout: packets silently dropped), no new one before this
     /// (monotonic seconds): meanwhile a request fails at once instead of each waiting out the timeout in turn. A
-    /// refused connection fails fast by itself and pauses nothing, so a restarted Redis is used at once.
+    /// refused connection fails fast by itself and pauses nothing, so a restarted Redis is used at once. The pause
+    /// ends early once any connection of the pool has had an answer since it began: Redis is reachable again, and a
+    /// request must not fail for the pause of the connection it happened to land on.
     private var noDialBefore: Double = 0
+    private var pausedAt: UInt64 = 0
     static let redialPauseSeconds = 0.25
 
     private func connect() -> RedisError? {
         let started = Self.monotonicSeconds()
-        guard started >= noDialBefore else { return RedisError("Redis did not answer a connection moments ago; trying again shortly") }
+        guard started >= noDialBefore || reachability.answered(since: pausedAt) else {
+            return RedisError("Redis did not answer a connection moments ago; trying again shortly")
+        }
         let failure = dialMaster()
         let finished = Self.monotonicSeconds()
-        if failure != nil && finished - started > 0.1 { noDialBefore = finished + Self.redialPauseSeconds }
+        if failure != nil && finished - started > 0.1 {
+            noDialBefore = finished + Self.redialPauseSeconds
+            pausedAt = reachability.mark
+        }
         return failure
     }
 
@@ -640,6 +664,7 @@ enum RedisReply: Sendable, Equatable {
         if unsafe context == nil, let error = connect() { return .failure(error.description) }
         guard let context = unsafe context else { return .failure("no connection") }
         let reply = unsafe send(context, arguments)
+        if unsafe context.pointee.err == 0 { reachability.recordAnswer() }
         if case .failure(let message) = reply {
             if unsafe context.pointee.err != 0 {
                 lastErrorWasConnection = unsafe context.pointee.err == REDIS_ERR_IO || context.pointee.err == REDIS_ERR_EOF
