@@ -14,6 +14,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
+#include <openssl/sha.h>
 
 /// `EVP_PKEY_PUBLIC_KEY` is a compound macro that Swift does not import.
 static inline int tg_evp_pkey_public_key_selection(void) { return EVP_PKEY_PUBLIC_KEY; }
@@ -31,6 +32,20 @@ static inline const char *tg_param_rsa_n(void) { return OSSL_PKEY_PARAM_RSA_N; }
 static inline const char *tg_param_rsa_e(void) { return OSSL_PKEY_PARAM_RSA_E; }
 static inline const char *tg_param_group_name(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
 static inline const char *tg_param_pub_key(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
+
+/// SHA-256 of `count` bytes into `out` (32 bytes) with OpenSSL's SHA-256 on a context on the stack: 1 on success.
+/// For the digests a request makes besides its signature check (the nonce's, the replay keys'): `EVP_Digest` allocates
+/// and frees two contexts and dispatches through the provider per call, which for a nonce costs more than the hash.
+/// Signatures are still verified through EVP (the provider the process is configured with). `SHA256_Final` cleanses
+/// the context.
+static inline int tg_sha256(const unsigned char *data, size_t count, unsigned char *out) {
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+    SHA256_CTX context;
+    int ok = SHA256_Init(&context) == 1 && SHA256_Update(&context, data, count) == 1 && SHA256_Final(out, &context) == 1;
+#pragma clang diagnostic pop
+    return ok;
+}
 
 // OpenSSL frees its global state from an atexit handler by default; a thread still verifying or fetching at that
 // moment would then use freed memory. tokenguard keeps the state until the process is gone.

@@ -46,16 +46,21 @@ public enum SHA256 {
     /// SHA-256 of `bytes`.
     public static func hash<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
-        var size: UInt32 = 0
-        let ok: Int32 =
-            bytes.withContiguousStorageIfAvailable { buffer in
-                unsafe EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
-            }
-            ?? (unsafe Array(bytes).withUnsafeBufferPointer { buffer in
-                unsafe EVP_Digest(buffer.baseAddress, buffer.count, &out, &size, DigestAlgorithm.sha256.md, nil)
+        let ok =
+            bytes.withContiguousStorageIfAvailable { buffer in unsafe out.withUnsafeMutableBufferPointer { unsafe digest(buffer, into: $0) } }
+            ?? (unsafe Array(bytes).withUnsafeBufferPointer { buffer in unsafe out.withUnsafeMutableBufferPointer { unsafe digest(buffer, into: $0) }
             })
-        precondition(ok == 1 && size == 32, "EVP_Digest(SHA-256) failed: out of memory")
+        precondition(ok, "SHA-256 failed")
         return out
+    }
+
+    /// SHA-256 of `bytes` into the first 32 bytes of `out`, without a heap allocation (``tg_sha256``).
+    private static func digest(_ bytes: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        guard out.count >= 32, let target = out.baseAddress else { return false }
+        // OpenSSL wants an address even for no bytes.
+        return unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { empty in
+            unsafe tg_sha256(bytes.baseAddress ?? UnsafePointer(empty.baseAddress), bytes.count, target) == 1
+        }
     }
 
     /// Lowercase hex of SHA-256(`bytes`): the form Firebase-style apps put in a token's `nonce`.
@@ -73,20 +78,10 @@ public enum SHA256 {
     /// The same over a buffer (no generic dispatch: a nonce check runs this on every verification).
     public static func withHexDigest<R>(of bytes: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 96) { scratch in
-            guard let digest = scratch.baseAddress else { preconditionFailure("a temporary allocation of 96 bytes has an address") }
-            let hex = unsafe digest + 32
-            var size: UInt32 = 0
-            // EVP_Digest wants an address even for no bytes.
-            let ok: Int32 = unsafe withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { empty in
-                unsafe EVP_Digest(bytes.baseAddress ?? UnsafePointer(empty.baseAddress), bytes.count, digest, &size, DigestAlgorithm.sha256.md, nil)
-            }
-            precondition(ok == 1 && size == 32, "EVP_Digest(SHA-256) failed: out of memory")
-            for index in 0..<32 {
-                let byte = unsafe digest[index]
-                unsafe hex[2 * index] = Hex.digit(byte >> 4)
-                unsafe hex[2 * index + 1] = Hex.digit(byte & 0x0F)
-            }
-            return unsafe body(UnsafeBufferPointer(start: hex, count: 64))
+            precondition(unsafe digest(bytes, into: scratch), "SHA-256 failed")
+            let hex = unsafe UnsafeMutableBufferPointer(rebasing: scratch[32...])
+            unsafe Hex.lowercase(UnsafeBufferPointer(rebasing: scratch[..<32]), into: hex)
+            return unsafe body(UnsafeBufferPointer(hex))
         }
     }
 }
@@ -94,9 +89,31 @@ public enum SHA256 {
 public enum Hex {
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
+    /// Each byte value's two lowercase hex digits, first digit in the low byte: one 16-bit store per byte. Plain memory
+    /// made once and never freed, not an array: a global array is reference-counted on every use, a count that
+    /// threads hashing nonces at once would contend for.
+    // nonisolated(unsafe): written once by the initializer (run once, thread-safely), then only read.
+    nonisolated(unsafe) private static let pairs: UnsafePointer<UInt16> = {
+        let table = UnsafeMutablePointer<UInt16>.allocate(capacity: 256)
+        for value in 0..<256 {
+            unsafe table[value] = UInt16(digit(UInt8(value >> 4))) | UInt16(digit(UInt8(value & 0x0F))) << 8
+        }
+        return unsafe UnsafePointer(table)
+    }()
+
     /// The lowercase hex digit for a value below 16.
     @inline(__always)
     static func digit(_ value: UInt8) -> UInt8 { value < 10 ? value &+ 0x30 : value &+ 0x57 }
+
+    /// Writes the lowercase hex of `bytes` into `out` (at least twice as long).
+    static func lowercase(_ bytes: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(out.count >= 2 * bytes.count, "a hex buffer holds two digits per byte")
+        guard let target = out.baseAddress else { return }
+        let raw = UnsafeMutableRawPointer(target)
+        for index in bytes.indices {
+            unsafe raw.storeBytes(of: UInt16(littleEndian: pairs[Int(bytes[index])]), toByteOffset: 2 * index, as: UInt16.self)
+        }
+    }
 
     public static func lowercase<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
         var out: [UInt8] = []

@@ -75,6 +75,11 @@ struct RequestDecodingTests {
             #expect(message.utf8.starts(with: "unknown member \"x\u{301}".utf8), "\(message.excerpt(bytes: 40))")
             #expect(message.utf8.count < 120, "\(message.utf8.count) bytes")
         }
+        // The provider a refusal names is the requested one (batch lines, batch items): 64 bytes at most, the longest a
+        // configured name can be.
+        let refused = VerificationError(.unknownProvider, "no such provider").json(provider: String(repeating: "p", count: 10_000))
+        #expect(refused["provider"]?.stringValue == String(repeating: "p", count: 64) + "…")
+        #expect(VerificationError(.tokenExpired, "").json(provider: "apple")["provider"]?.stringValue == "apple")
     }
 
     @Test("the direct reader of verify bodies decides every body as the general path does, and reads the plain ones itself")

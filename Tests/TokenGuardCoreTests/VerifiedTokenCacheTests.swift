@@ -16,6 +16,25 @@ struct VerifiedTokenCacheTests {
         func currentKeys() -> Result<KeySet, VerificationError> { .success(keys) }
     }
 
+    /// `token` verified (and cached) under `before`, then the keys changed to `after`: a fresh check says `expected`,
+    /// and the cached verifier must say the same.
+    func expectCacheFollows(
+        _ token: String, policy: ProviderPolicy = Verifiers.apple(), from before: KeySet, to after: KeySet, fresh expected: ErrorCode,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        let source = SwappableKeys(before)
+        let cache = VerifiedTokenCache(capacity: 100)
+        let verifier = TokenVerifier(policy: policy, keySource: source, cache: cache)
+        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil, sourceLocation: sourceLocation)
+        #expect(cache.count == 1, sourceLocation: sourceLocation)
+        source.keys = after
+        let fresh = TokenVerifier(policy: policy, keySource: source).verify(token: token, nonce: nonce, at: now)
+        #expect(fresh.code == expected, sourceLocation: sourceLocation)
+        #expect(
+            verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change",
+            sourceLocation: sourceLocation)
+    }
+
     @Test("a cached token still gets its nonce checked and its expiry re-checked on every hit")
     func hitsAreRechecked() throws {
         let key = try SharedTestKeys.rsa()
@@ -67,17 +86,11 @@ struct VerifiedTokenCacheTests {
             (TestKey(signingKey: key.signingKey, keyID: key.keyID + "-renamed", algorithm: .rs256), ErrorCode.unknownKey),
             (TestKey(signingKey: key.signingKey, keyID: key.keyID, algorithm: .rs384), .unsupportedAlgorithm),
         ] {
-            let source = SwappableKeys(try SharedTestKeys.keySet([key]))
-            let cache = VerifiedTokenCache(capacity: 100)
             var policy = Verifiers.apple()
             policy.algorithms = [.rs256, .rs384]
-            let verifier = TokenVerifier(policy: policy, keySource: source, cache: cache)
-            #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
-            #expect(cache.count == 1)
-            source.keys = try SharedTestKeys.keySet([renamed])  // the same key material, published differently
-            let uncached = TokenVerifier(policy: policy, keySource: source)
-            #expect(uncached.verify(token: token, nonce: nonce, at: now).code == expected)
-            #expect(verifier.verify(token: token, nonce: nonce, at: now).code == expected, "the cached verdict outlived the change")
+            // The same key material, published differently.
+            expectCacheFollows(
+                token, policy: policy, from: try SharedTestKeys.keySet([key]), to: try SharedTestKeys.keySet([renamed]), fresh: expected)
         }
     }
 
@@ -109,14 +122,8 @@ struct VerifiedTokenCacheTests {
         let other = try TestKey(.rsa(bits: 2048), keyID: "another", algorithm: .rs256)
         let header = #"{"alg":"RS256"}"#
         let token = try key.signRaw(header: header, payload: JSONWriter.string(.object(ProviderTokens.apple(now: now, rawNonce: nonce))))
-        let source = SwappableKeys(try SharedTestKeys.keySet([key]))
-        let cache = VerifiedTokenCache(capacity: 100)
-        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: source, cache: cache)
-        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil, "one key alone fits a token without a kid")
-        source.keys = try SharedTestKeys.keySet([key, other])
-        let fresh = TokenVerifier(policy: Verifiers.apple(), keySource: source).verify(token: token, nonce: nonce, at: now)
-        #expect(fresh.code == .unknownKey)
-        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
+        // One key alone fits a token without a kid; with two, none does.
+        expectCacheFollows(token, from: try SharedTestKeys.keySet([key]), to: try SharedTestKeys.keySet([key, other]), fresh: .unknownKey)
     }
 
     @Test("an empty kid or issuer is not an absent one: a key republished from one to the other ends its cached verdicts")
@@ -136,13 +143,7 @@ struct VerifiedTokenCacheTests {
         // A token naming the empty kid, cached, then its key republished with no kid: a fresh check finds no key.
         let token = try key.signRaw(
             header: #"{"alg":"RS256","kid":""}"#, payload: JSONWriter.string(.object(ProviderTokens.apple(now: now, rawNonce: nonce))))
-        let source = SwappableKeys(try keySet(kid: "", issuer: nil))
-        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: source, cache: VerifiedTokenCache(capacity: 100))
-        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
-        source.keys = try keySet(kid: nil, issuer: nil)
-        let fresh = TokenVerifier(policy: Verifiers.apple(), keySource: source).verify(token: token, nonce: nonce, at: now)
-        #expect(fresh.code == .unknownKey)
-        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
+        expectCacheFollows(token, from: try keySet(kid: "", issuer: nil), to: try keySet(kid: nil, issuer: nil), fresh: .unknownKey)
     }
 
     @Test("a cached token's key, once several keys share its kid, answers as a fresh check would: the first that verifies decides")
@@ -160,16 +161,10 @@ struct VerifiedTokenCacheTests {
         let template = try entry(issuer: "https://login.microsoftonline.com/{tenantid}/v2.0")
         let otherTenant = try entry(issuer: "https://login.microsoftonline.com/00000000-0000-0000-0000-000000000001/v2.0")
         let token = try key.sign(ProviderTokens.microsoft(now: now, rawNonce: nonce, tenant: tenant))
-        let source = SwappableKeys(try keySet([template]))
         var policy = Verifiers.microsoft()
         policy.algorithms = [.rs256]
-        let verifier = TokenVerifier(policy: policy, keySource: source, cache: VerifiedTokenCache(capacity: 100))
-        #expect(verifier.verify(token: token, nonce: nonce, at: now).verdict != nil)
         // The same key, first bound to another tenant: a fresh check verifies with that entry and refuses the issuer.
-        source.keys = try keySet([otherTenant, template])
-        let fresh = TokenVerifier(policy: policy, keySource: source).verify(token: token, nonce: nonce, at: now)
-        #expect(fresh.code == .invalidIssuer)
-        #expect(verifier.verify(token: token, nonce: nonce, at: now).code == fresh.code, "the cached verdict outlived the change")
+        expectCacheFollows(token, policy: policy, from: try keySet([template]), to: try keySet([otherTenant, template]), fresh: .invalidIssuer)
     }
 
     @Test("bounded: least recently used entries are evicted; capacity 0 disables")

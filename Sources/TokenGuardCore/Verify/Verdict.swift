@@ -201,10 +201,11 @@ public struct Verdict: Sendable, Equatable {
 extension VerificationError {
     /// The contract's rejected-token JSON: `{"valid": false, "provider": ..., "error": {"code", "message"}}`. An
     /// answer that cannot decide now (``ErrorCode/isRetryable``) has no `valid` member, in a batch result as in the
-    /// single endpoint's 503 body: an outage must not read as a rejected token.
+    /// single endpoint's 503 body: an outage must not read as a rejected token. `provider` is the name as requested,
+    /// which may be no configured one: echoed in at most 64 bytes, the longest a configured name can be.
     public func json(provider: String?) -> JSONObject {
         let error = JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])
-        let provider = provider.map(JSONValue.string) ?? .null
+        let provider = provider.map { JSONValue.string($0.excerpt(bytes: 64)) } ?? .null
         if code.isRetryable { return JSONObject([("provider", provider), ("error", .object(error))]) }
         return JSONObject([("valid", .bool(false)), ("provider", provider), ("error", .object(error))])
     }
