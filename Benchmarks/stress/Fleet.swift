@@ -715,7 +715,6 @@ final class Load: Sendable {
         return problems
     }
 
-    /// After a fault heals, the replica accepts fresh tokens again within `seconds`.
     /// After a fault heals: `port` answers `consecutive` fresh tokens in a row valid within `seconds` (a request that
     /// was already waiting on the fault when it healed may still fail meanwhile).
     func recoversSteadily(port: Int, within seconds: Double, consecutive: Int = 40) async -> [String] {
@@ -749,6 +748,7 @@ final class Load: Sendable {
         return ["port \(port) did not accept \(consecutive) fresh tokens in a row within \(Int(seconds)) s of the fault healing"]
     }
 
+    /// After a fault heals, the replica accepts fresh tokens again within `seconds`.
     func recovers(port: Int, within seconds: Double, key signer: TestKey? = nil) async -> [String] {
         let deadline = monotonicSeconds() + seconds
         while monotonicSeconds() < deadline {

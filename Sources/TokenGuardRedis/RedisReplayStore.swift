@@ -510,7 +510,7 @@ final class RedisReachability: Sendable {
     private let answers = Atomic<UInt64>(0)
     var mark: UInt64 { answers.load(ordering: .relaxed) }
     func recordAnswer() { answers.wrappingAdd(1, ordering: .relaxed) }
-    /// Whether some connection had an answer after ``mark`` read `mark`.
+    /// Whether some connection has had an answer since ``mark`` returned `mark`.
     func answered(since mark: UInt64) -> Bool { answers.load(ordering: .relaxed) != mark }
 }
 
