@@ -16,6 +16,11 @@ final class RawOpenSSLVerifier {
     private let digest: [UInt8]
     private let message: [UInt8]
     private let isEd25519: Bool
+    /// For ``hashSigningInput()``: SHA-256 fetched once, on one reused context, as tokenguard hashes it.
+    private let sha256: OpaquePointer?
+    private let hashContext: OpaquePointer?
+    /// The signing input's length in bytes.
+    var signingInputCount: Int { message.count }
 
     init(fixture: Fixture) throws {
         let pem = Array(try fixture.key.signingKey.publicKeyPEM().utf8)
@@ -55,12 +60,28 @@ final class RawOpenSSLVerifier {
             }
             self.ctx = ctx
         }
+        sha256 = EVP_MD_fetch(nil, "SHA256", nil)
+        hashContext = EVP_MD_CTX_new()
         guard verify() else { throw RunnerError("raw OpenSSL verify failed for \(fixture.name)") }
+        guard hashSigningInput() else { throw RunnerError("SHA-256 of the signing input failed for \(fixture.name)") }
     }
 
     deinit {
+        if let hashContext { EVP_MD_CTX_free(hashContext) }
+        if let sha256 { EVP_MD_free(sha256) }
         if let ctx { EVP_PKEY_CTX_free(ctx) }
         EVP_PKEY_free(pkey)
+    }
+
+    /// SHA-256 of the signing input through EVP, the part of a JWS check the limit gets precomputed (RS256, PS256 and
+    /// ES256 hash it before the signature check; for Ed25519 the limit itself hashes, so this is not part of its
+    /// overhead).
+    func hashSigningInput() -> Bool {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { digest in
+            var size: UInt32 = 0
+            return EVP_DigestInit_ex2(hashContext, sha256, nil) == 1 && EVP_DigestUpdate(hashContext, message, message.count) == 1
+                && EVP_DigestFinal_ex(hashContext, digest.baseAddress, &size) == 1 && size == 32
+        }
     }
 
     func verify() -> Bool {

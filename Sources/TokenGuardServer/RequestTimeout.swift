@@ -92,7 +92,9 @@ enum RequestTimeout {
     /// Runs `work` in the current task, with `channel` closed if it is still running after `seconds`: for reading a
     /// request body, where the only wait is the client (a closed connection ends the read at once). No task is
     /// made for it, so a request whose answer needs no waiting costs no hop between threads.
-    static func closingConnection<Answer>(_ channel: any Channel, after seconds: Int, _ work: () async throws -> Answer) async throws -> Answer {
+    nonisolated(nonsending) static func closingConnection<Answer>(
+        _ channel: any Channel, after seconds: Int, _ work: nonisolated(nonsending) () async throws -> Answer
+    ) async throws -> Answer {
         let deadline = DeadlineWheel.shared.add(after: Double(seconds)) { channel.close(promise: nil) }
         defer { DeadlineWheel.shared.remove(deadline) }
         return try await work()

@@ -43,7 +43,7 @@ struct VerifyRoutes: Sendable {
         }
     }
 
-    func readItem(_ request: Request, _ channel: any Channel) async throws -> VerifyRequest {
+    nonisolated(nonsending) func readItem(_ request: Request, _ channel: any Channel) async throws -> VerifyRequest {
         let body = try await JSONRequestBody.bytes(
             request, channel, limit: settings.maximumVerifyBodyBytes, closingAfter: settings.requestTimeoutSeconds)
         do {

@@ -400,6 +400,61 @@ struct ServerE2ETests {
         }
     }
 
+    @Test("a body is read whole however it arrives: in pieces, chunked, empty; a chunked body over the limit is 413; the next request is served")
+    func bodiesInPieces() async throws {
+        let setup = try await start(extraConfig: "server: { max_verify_body_bytes: 4096 }")
+        defer { setup.server.stop() }
+        try await waitReady(setup.server)
+        let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let body = Array("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}".utf8)
+        let healthz = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        func head(_ framing: String) -> [UInt8] {
+            Array("POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\(framing)\r\n\r\n".utf8)
+        }
+        func chunked(_ bytes: [UInt8], size: Int) -> [[UInt8]] {
+            stride(from: 0, to: bytes.count, by: size).map { start in
+                let chunk = Array(bytes[start..<min(start + size, bytes.count)])
+                return Array((String(chunk.count, radix: 16) + "\r\n").utf8) + chunk + Array("\r\n".utf8)
+            }
+        }
+        func statuses(_ response: String) -> [String] { response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) } }
+
+        // A Content-Length body in seven pieces, then /healthz on the same connection.
+        let pieces = stride(from: 0, to: body.count, by: body.count / 6).map { Array(body[$0..<min($0 + body.count / 6, body.count)]) }
+        let (split, _) = try RawHTTP.exchange(
+            port: setup.server.port, pieces: [head("Content-Length: \(body.count)")] + pieces + [healthz], pause: 0.05, timeout: 8,
+            isComplete: { statuses($0).count == 2 && $0.hasSuffix("\r\n\r\n") == false })
+        #expect(statuses(split) == ["200", "200"], "\(split.prefix(400))")
+        #expect(split.contains("\"valid\":true"), "\(split.prefix(400))")
+
+        // Chunked, in 40-byte chunks sent apart, then /healthz.
+        let (chunkedAnswer, _) = try RawHTTP.exchange(
+            port: setup.server.port, pieces: [head("Transfer-Encoding: chunked")] + chunked(body, size: 40) + [Array("0\r\n\r\n".utf8), healthz],
+            pause: 0.01, timeout: 8, isComplete: { statuses($0).count == 2 && !$0.hasSuffix("\r\n\r\n") })
+        #expect(statuses(chunkedAnswer) == ["200", "200"], "\(chunkedAnswer.prefix(400))")
+        #expect(chunkedAnswer.contains("\"valid\":true"), "\(chunkedAnswer.prefix(400))")
+
+        // No body at all, by either framing: invalid_request, and the connection goes on.
+        for framing in ["Content-Length: 0", "Transfer-Encoding: chunked"] {
+            let end = framing.hasPrefix("Transfer") ? Array("0\r\n\r\n".utf8) : []
+            let (empty, _) = try RawHTTP.exchange(
+                port: setup.server.port, pieces: [head(framing) + end, healthz], pause: 0.05, timeout: 8,
+                isComplete: { statuses($0).count == 2 && !$0.hasSuffix("\r\n\r\n") })
+            #expect(statuses(empty) == ["400", "200"], "\(framing): \(empty.prefix(400))")
+            #expect(empty.contains("invalid_request"), "\(framing): \(empty.prefix(400))")
+        }
+
+        // Chunked with no length announced, over the 4,096-byte limit: 413, connection closed, the request after it unserved.
+        let oversized = Array(repeating: UInt8(ascii: "a"), count: 5000)
+        let (tooLarge, closed) = try RawHTTP.exchange(
+            port: setup.server.port,
+            pieces: [head("Transfer-Encoding: chunked")] + chunked(oversized, size: 1000) + [Array("0\r\n\r\n".utf8), healthz],
+            pause: 0.01, timeout: 8)
+        #expect(statuses(tooLarge) == ["413"], "\(tooLarge.prefix(400))")
+        #expect(closed)
+        #expect(try await setup.server.get("/healthz").status == 200)
+    }
+
     @Test("readyz is 503 until keys are usable; verify is 503 keys_unavailable with Retry-After; providers and metrics report")
     func readinessAndOutage() async throws {
         let setup = try await start(failing: true)

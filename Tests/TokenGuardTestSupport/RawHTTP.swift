@@ -23,6 +23,23 @@ package enum RawHTTP {
         return (String(decoding: received, as: UTF8.self), firstByte, closed)
     }
 
+    /// As ``exchange(port:_:timeout:halfClose:isComplete:)``, with the bytes sent in `pieces`, `pause` seconds apart: a
+    /// request whose body reaches the server in several reads.
+    package static func exchange(
+        port: Int, pieces: [[UInt8]], pause: Double, timeout: Double, isComplete: (String) -> Bool = { _ in false }
+    ) throws -> (response: String, closed: Bool) {
+        guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
+        defer { close(fd) }
+        var noDelay: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, socklen_t(MemoryLayout<Int32>.size))
+        for (index, piece) in pieces.enumerated() {
+            if index > 0 { usleep(UInt32(pause * 1_000_000)) }
+            _ = piece.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        let (received, _, closed) = readUntilClosed(fd, started: Date(), timeout: timeout) { isComplete(String(decoding: $0, as: UTF8.self)) }
+        return (String(decoding: received, as: UTF8.self), closed)
+    }
+
     /// As a client that writes its whole request before it reads the answer: `sentAll` is false when a write failed
     /// (the server reset the connection), as such a client would then fail without reading anything.
     package static func sendAllThenRead(port: Int, _ bytes: [UInt8], timeout: Double) throws -> (
