@@ -23,6 +23,7 @@ cleanup() {
 }
 work=$(mktemp -d)
 trap cleanup EXIT
+for event in "${events[@]}"; do perf probe -q -d "$event" 2>/dev/null || true; done  # left by an interrupted run
 perf probe -q -x "$concurrency" 'tgc:task_switch=swift_task_switch'
 perf probe -q -x "$core" 'tgc:retain=swift_retain'
 perf probe -q -x "$libc" 'tgc:malloc=malloc'
