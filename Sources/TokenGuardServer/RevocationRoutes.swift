@@ -51,12 +51,13 @@ struct RevocationRoutes: Sendable {
             }
             return "admin key \(keyID)"
         }
-        guard context.peerIsLoopback else {
+        let peer = context.peer
+        guard peer.isLoopback else {
             throw APIError(
                 status: .forbidden, code: .callerNotAllowed,
                 message: "revocation writes come from this host only (or configure server.admin_keys_env)")
         }
-        return "loopback peer \(context.peer)"
+        return "loopback peer \(peer.address)"
     }
 
     private func write(_ request: Request, _ context: TokenGuardRequestContext, delete: Bool) async throws -> Response {
