@@ -29,6 +29,37 @@ struct ReplayTests {
         #expect(try await store.claim(keys: ["a"], expiresAt: 1_020).get() == true, "expired entries vanish")
     }
 
+    @Test("a token checked in its last second is claimed once, even when a twin's claim lands in the next second")
+    func claimAfterTheExpirySecond() async throws {
+        let key = try SharedTestKeys.rsa()
+        let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])))
+        let token = try key.sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: nonce))
+        let leeway: Int64 = 60
+        let lastSecond = Verifiers.now + 86_400 + leeway - 1
+        // Both uses pass every check in the token's last accepted second.
+        let first = verifier.verify(token: token, nonce: nonce, at: lastSecond, historical: false)
+        let twin = verifier.verify(token: token, nonce: nonce, at: lastSecond, historical: false)
+        #expect(first.verdict != nil && twin.verdict != nil)
+
+        // The guard reads its clock in that second; the store reads its own a moment later, in the next.
+        let storeClock = TestClockSeconds(lastSecond)
+        let store = MemoryReplayStore(clock: WallClock { Double(storeClock.now) })
+        let guardInLastSecond = ReplayGuard(provider: "apple", store: store, leewaySeconds: leeway, claimMarginSeconds: 16, clock: .fixed(lastSecond))
+        #expect(await guardInLastSecond.check(first, provider: "apple", token: token).verdict != nil)
+        for storeSecond in [lastSecond + 1, lastSecond + 16] {
+            storeClock.now = storeSecond
+            let again = await guardInLastSecond.check(twin, provider: "apple", token: token)
+            #expect(again.code == .tokenReplayed, "store at last second + \(storeSecond - lastSecond): \(String(describing: again.code))")
+        }
+
+        // A twin whose claim is made after the token's last second (it waited for keys or a store) is refused as
+        // expired, whatever the store holds.
+        let emptyStore = MemoryReplayStore(clock: .fixed(lastSecond + 1))
+        let lateGuard = ReplayGuard(provider: "apple", store: emptyStore, leewaySeconds: leeway, clock: .fixed(lastSecond + 1))
+        #expect(await lateGuard.check(twin, provider: "apple", token: token).code == .tokenExpired)
+        #expect(emptyStore.count == 0, "an expired token's claim records nothing")
+    }
+
     @Test("redis store: atomic claim with expiry; stopped Redis is unavailable; restarted Redis recovers")
     func redisStore() async throws {
         let redis = try RedisServerProcess()

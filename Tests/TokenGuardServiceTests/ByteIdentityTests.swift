@@ -58,7 +58,8 @@ struct ByteIdentityTests {
         let cache = VerifiedTokenCache(capacity: 100)
         let verifier = TokenVerifier(policy: Verifiers.apple(), keySource: InMemoryKeySource(try SharedTestKeys.keySet([key])), cache: cache)
         let registry = VerifierRegistry(
-            verifiers: ["apple": verifier], replayGuards: ["apple": ReplayGuard(provider: "apple", store: store, leewaySeconds: 60)],
+            verifiers: ["apple": verifier],
+            replayGuards: ["apple": ReplayGuard(provider: "apple", store: store, leewaySeconds: 60, clock: .fixed(Verifiers.now))],
             replayStore: store,
             clock: .fixed(Verifiers.now))
         #expect(await registry.verify(provider: "apple", token: token, nonce: nonce, at: nil).verdict != nil)
@@ -88,7 +89,8 @@ struct ByteIdentityTests {
         let verifier = try Verifiers.make(.apple(name: "Kiosk", audiences: [ProviderTokens.appleAudience]), keys: [key])
         let store = MemoryReplayStore(clock: .fixed(Verifiers.now))
         let registry = VerifierRegistry(
-            verifiers: ["Kiosk": verifier], replayGuards: ["Kiosk": ReplayGuard(provider: "Kiosk", store: store, leewaySeconds: 60)],
+            verifiers: ["Kiosk": verifier],
+            replayGuards: ["Kiosk": ReplayGuard(provider: "Kiosk", store: store, leewaySeconds: 60, clock: .fixed(Verifiers.now))],
             replayStore: store,
             clock: .fixed(Verifiers.now))
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
@@ -138,7 +140,7 @@ struct ByteIdentityTests {
         let store = MemoryReplayStore(clock: .fixed(Verifiers.now))
         let registry = VerifierRegistry(
             verifiers: ["corp": try Verifiers.make(policy, keys: [key])],
-            replayGuards: ["corp": ReplayGuard(provider: "corp", store: store, leewaySeconds: 60)],
+            replayGuards: ["corp": ReplayGuard(provider: "corp", store: store, leewaySeconds: 60, clock: .fixed(Verifiers.now))],
             replayStore: store, clock: .fixed(Verifiers.now))
         let claims = JSONObject([
             ("iss", .string("https://idp.example")), ("aud", .string("api")), ("sub", .string("s")), ("exp", .integer(now + 600)),

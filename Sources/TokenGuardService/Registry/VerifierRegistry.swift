@@ -114,7 +114,8 @@ package struct VerifierRegistry: Sendable {
             if let store {
                 for provider in configuration.providers where provider.policy != nil && !provider.replayOptOut {
                     guards[provider.name] = ReplayGuard(
-                        provider: provider.name, store: store, leewaySeconds: configuration.leewaySeconds, clock: clock)
+                        provider: provider.name, store: store, leewaySeconds: configuration.leewaySeconds,
+                        claimMarginSeconds: Int64(configuration.server.requestTimeoutSeconds) + 1, clock: clock)
                 }
             }
         }

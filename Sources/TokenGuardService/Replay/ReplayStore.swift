@@ -102,6 +102,11 @@ package final class MemoryReplayStore: ReplayStore {
 package struct ReplayGuard: Sendable {
     package let store: any ReplayStore
     package let leewaySeconds: Int64
+    /// Seconds an entry outlives its token's last accepted second. A claim is recorded a little after the check
+    /// that let its token in (a key fetch, a queue), and the store reads its own clock (Redis its server's): without
+    /// the margin, a twin checked in the token's last second could find the first use's entry already expired when
+    /// its claim arrives in the next, and be accepted too.
+    package let claimMarginSeconds: Int64
     private let clock: WallClock
     /// `tokenguard_replay_checks_total{provider,outcome}`: first use, replay, store error. Made once: a metric handle
     /// made per check is a lookup in the metrics registry under its lock.
@@ -110,9 +115,10 @@ package struct ReplayGuard: Sendable {
     /// The answer to a claim its request no longer waits for (never delivered).
     package static let abandoned = VerificationError(.requestTimeout, "the request was answered before its replay claim", retryAfterSeconds: 1)
 
-    package init(provider: String, store: any ReplayStore, leewaySeconds: Int64, clock: WallClock = .system) {
+    package init(provider: String, store: any ReplayStore, leewaySeconds: Int64, claimMarginSeconds: Int64 = 16, clock: WallClock = .system) {
         self.store = store
         self.leewaySeconds = leewaySeconds
+        self.claimMarginSeconds = max(claimMarginSeconds, 1)
         self.clock = clock
         func counter(_ outcome: String) -> Counter {
             Counter(label: "tokenguard_replay_checks_total", dimensions: [("provider", provider), ("outcome", outcome)])
@@ -124,7 +130,15 @@ package struct ReplayGuard: Sendable {
         guard case .success(let verdict) = result else { return result }
         let keys = ReplayKeys.keys(
             provider: provider, token: token, jti: verdict.claim("jti")?.stringValue, nonceClaim: verdict.claim("nonce")?.stringValue)
-        let expiresAt = (verdict.expiresAt ?? clock.seconds + 3600) + leewaySeconds
+        let now = clock.seconds
+        // Checked again at the claim: a token that expired while its verification waited (for keys, for a store) is
+        // refused as expired, so every claim is made while the entries of the token's earlier uses are still live.
+        if let expiry = verdict.expiresAt, now >= expiry + leewaySeconds {
+            return .failure(
+                VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(expiry)) (leeway \(leewaySeconds)s) before its use was recorded")
+            )
+        }
+        let expiresAt = (verdict.expiresAt ?? now + 3600) + leewaySeconds + claimMarginSeconds
         if let gate = ReplayClaimGates.current, !gate.isOpen { return .failure(Self.abandoned) }
         switch await store.claim(keys: keys, expiresAt: expiresAt) {
         case .success(true):
