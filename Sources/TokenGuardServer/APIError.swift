@@ -14,7 +14,9 @@ struct APIError: Error, HTTPResponseError {
 
     func response(from request: Request, context: some RequestContext) throws -> Response { response }
 
-    var response: Response {
+    var response: Response { answer.response }
+
+    var answer: JSONAnswer {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
@@ -22,7 +24,26 @@ struct APIError: Error, HTTPResponseError {
         if status == .contentTooLarge { headers[.connection] = "close" }
         let body = JSONWriter.bytes(
             .object(JSONObject([("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))])))
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        return JSONAnswer(status: status, headers: headers, body: body)
+    }
+}
+
+/// An answer as status, header fields and body bytes: what the router sends as a ``Response``, or what
+/// ``VerifyOnTheEventLoop`` writes itself.
+struct JSONAnswer {
+    var status: HTTPResponse.Status
+    var headers: HTTPFields
+    var body: [UInt8]
+
+    /// A JSON body (its `Content-Type` set).
+    static func json(_ bytes: [UInt8], status: HTTPResponse.Status = .ok) -> JSONAnswer {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return JSONAnswer(status: status, headers: headers, body: bytes)
+    }
+
+    var response: Response {
+        Response(status: status, headers: headers, body: body.isEmpty ? .init() : .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }
 

@@ -1,3 +1,4 @@
+import HTTPTypes
 import Hummingbird
 import TokenGuardCore
 import TokenGuardService
@@ -27,13 +28,22 @@ struct CallerKeyMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if Self.isOpen(request.uri.path) { return try await next(request, context) }
-        let presented = request.headers.filter { $0.name.canonicalName == "x-tokenguard-key" }.map(\.value)
-        // Exactly one header with a configured key; two headers are refused rather than "first wins".
-        guard presented.count == 1, keys.allows(presented[0]) else {
+        guard Self.allows(keys, request.headers) else {
             throw APIError(
                 status: .forbidden, code: .callerNotAllowed,
-                message: presented.isEmpty ? "this service needs a caller key in X-Tokenguard-Key" : "the caller key is not accepted")
+                message: request.headers[.callerKey] == nil ? "this service needs a caller key in X-Tokenguard-Key" : "the caller key is not accepted"
+            )
         }
         return try await next(request, context)
     }
+
+    /// Exactly one `X-Tokenguard-Key` field, with a configured key; two fields are refused rather than "first wins".
+    static func allows(_ keys: CallerKeys, _ fields: HTTPFields) -> Bool {
+        let presented = fields[values: .callerKey]
+        return presented.count == 1 && keys.allows(presented[0])
+    }
+}
+
+extension HTTPField.Name {
+    static let callerKey = HTTPField.Name("X-Tokenguard-Key")!
 }

@@ -30,6 +30,8 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     private enum Held {
         case part(NIOAny)
         case event(Any)
+        /// A parse error of a request behind one not answered yet: raised in its turn, not before that answer.
+        case error(any Error)
     }
 
     private var closing = false
@@ -60,6 +62,14 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
             return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !closing, mustHold {
+            held.append(.error(error))
+            return
+        }
+        context.fireErrorCaught(error)
     }
 
     func read(context: ChannelHandlerContext) {
@@ -136,6 +146,8 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
                 passed = true
             case .event(let event):
                 context.fireUserInboundEventTriggered(event)
+            case .error(let error):
+                context.fireErrorCaught(error)
             }
         }
         if passed { context.fireChannelReadComplete() }

@@ -23,6 +23,8 @@ import NIOPosix
 struct EventLoopConnections<Inner: ServerChildChannel>: ServerChildChannel {
     typealias Value = Inner.Value
     let inner: Inner
+    /// Verifications and forward-auth checks answered in the pipeline (``VerifyOnTheEventLoop``); nil for none.
+    let answering: VerifyOnTheEventLoop.Answering?
     static var turnBytes: Int { 16 * 1024 }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -32,6 +34,15 @@ struct EventLoopConnections<Inner: ServerChildChannel>: ServerChildChannel {
                     ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: Self.turnBytes))
             }
             .flatMap { inner.setup(channel: channel, logger: logger) }
+            .flatMapThrowing { value in
+                guard let answering else { return value }
+                // After Hummingbird's connection state handler, which must see every request and response for its idle
+                // timeout and graceful shutdown, and after ``ClosingAfterResponse``, which keeps the order of answers.
+                let pipeline = channel.pipeline.syncOperations
+                let connectionState = try pipeline.handler(type: HTTPConnectionStateHandler.self)
+                try pipeline.addHandler(VerifyOnTheEventLoop(answering), position: .after(connectionState))
+                return value
+            }
     }
 
     func handle(value: Value, logger: Logger) async {
@@ -67,9 +78,15 @@ package enum ServerEventLoops {
     /// whose keep-alive connections share a loop would share one core while another idles; the pool spreads their
     /// work over every core (two CPUs, eight connections driven four at a time: 33,000 verifications a second on the
     /// pool, 20,000 on the loops).
-    static func httpServer(configuration: HTTP1Channel.Configuration) -> HTTPServerBuilder {
+    ///
+    /// With one loop, `answering` (when given) answers verifications and forward-auth checks that need no waiting
+    /// in the pipeline (``VerifyOnTheEventLoop``). With several it is not used: a verification answered on the loop
+    /// that read it would stay on that loop's core, where the pool spreads them.
+    static func httpServer(configuration: HTTP1Channel.Configuration, answering: VerifyOnTheEventLoop.Answering?) -> HTTPServerBuilder {
         guard threadCount == 1 else { return .http1(configuration: configuration) }
-        return HTTPServerBuilder { responder in EventLoopConnections(inner: HTTP1Channel(responder: responder, configuration: configuration)) }
+        return HTTPServerBuilder { responder in
+            EventLoopConnections(inner: HTTP1Channel(responder: responder, configuration: configuration), answering: answering)
+        }
     }
 
     static func usableCPUCount() -> Int {

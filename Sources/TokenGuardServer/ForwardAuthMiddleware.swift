@@ -16,6 +16,26 @@ enum ForwardAuthHeaders {
 /// path below the provider reach it; the provider is the third path segment, byte for byte, and nothing after it
 /// (the gateway's original path) has any say in the verdict.
 struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
+    let check: ForwardAuthCheck
+
+    static var prefix: String { ForwardAuthCheck.prefix }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let segment = ForwardAuthCheck.providerSegment(request.uri.path) else { return try await next(request, context) }
+        let headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }
+        var response = await check.answer(providerSegment: String(segment), headers: headers).response
+        // A forwarded body is never read: the answer goes out at once, and asks the client to close the connection
+        // rather than send the rest (what arrives meanwhile is discarded, bounded by the idle timeout).
+        if request.headers[.transferEncoding] != nil || (request.headers[.contentLength].flatMap { Int($0) } ?? 0) > 0 {
+            response.headers[.connection] = "close"
+        }
+        return request.method == .head ? Response(status: response.status, headers: response.headers, body: .init()) : response
+    }
+}
+
+/// The forward-auth decision, from the provider segment and the request's header fields: made once at start, used by
+/// ``ForwardAuthMiddleware`` and by ``VerifyOnTheEventLoop``.
+struct ForwardAuthCheck: Sendable {
     let registry: VerifierRegistry
     let settings: ServerLimits
     let metrics: ServiceMetrics
@@ -33,57 +53,59 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
         return Substring(segment)
     }
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let segment = Self.providerSegment(request.uri.path) else { return try await next(request, context) }
-        var response = await answer(request, providerSegment: String(segment))
-        // A forwarded body is never read: the answer goes out at once, and asks the client to close the connection
-        // rather than send the rest (what arrives meanwhile is discarded, bounded by the idle timeout).
-        if request.headers[.transferEncoding] != nil || (request.headers[.contentLength].flatMap { Int($0) } ?? 0) > 0 {
-            response.headers[.connection] = "close"
-        }
-        return request.method == .head ? Response(status: response.status, headers: response.headers, body: .init()) : response
+    enum Immediate {
+        case answer(JSONAnswer)
+        /// The verification must wait (keys to fetch, an opaque provider): nothing was counted yet.
+        case waitFor(provider: String, policy: ForwardAuthPolicy, presented: ForwardAuthCredentials, started: DispatchTime)
     }
 
-    private func answer(_ request: Request, providerSegment: String) async -> Response {
+    /// The answer when it needs no waiting: an unknown provider, missing or malformed credentials, a cached token or
+    /// keys in hand.
+    func answerWithoutWaiting(providerSegment: String, headers: [(name: String, value: String)]) -> Immediate {
         guard let provider = registry.configuredName(providerSegment) else {
             metrics.countForwardAuth(provider: "", result: .failure(VerificationError(.unknownProvider, "")))
-            return APIError(
-                status: .notFound, code: .unknownProvider, message: "no provider named \"\(providerSegment.excerpt(bytes: 64))\" is configured"
-            )
-            .response
+            return .answer(
+                APIError(
+                    status: .notFound, code: .unknownProvider, message: "no provider named \"\(providerSegment.excerpt(bytes: 64))\" is configured"
+                )
+                .answer)
         }
         let policy = registry.forwardAuthPolicy(provider)
-        let headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }
-        let registry = self.registry
-        let maxTokenBytes = registry.maxTokenBytes
         let started = DispatchTime.now()
-        let credentials = ForwardAuthCredentials.read(headers, policy: policy, maxTokenBytes: maxTokenBytes)
         let result: VerificationResult
-        switch credentials {
+        switch ForwardAuthCredentials.read(headers, policy: policy, maxTokenBytes: registry.maxTokenBytes) {
         case .failure(let error): result = .failure(error)
         case .success(let presented):
-            // A verdict that needs no waiting (a cached token, or keys in hand) is answered in this task; only the rest
-            // runs under the request timeout's task.
-            if let now = registry.verifyWithoutWaiting(provider: provider, token: presented.token, nonce: presented.nonce, claimReplay: false) {
-                result = now
-            } else {
-                result = await RequestTimeout.result(seconds: settings.requestTimeoutSeconds) {
-                    await registry.verify(
-                        provider: provider, token: presented.token, nonce: presented.nonce, at: nil, explain: false, claimReplay: false
-                    ).result
-                }
-            }
+            guard let now = registry.verifyWithoutWaiting(provider: provider, token: presented.token, nonce: presented.nonce, claimReplay: false)
+            else { return .waitFor(provider: provider, policy: policy, presented: presented, started: started) }
+            result = now
         }
         metrics.record(provider: provider, result: result, startedAt: started)
-        return respond(result, provider: provider, policy: policy)
+        return .answer(answer(result, provider: provider, policy: policy))
     }
 
-    private func respond(_ result: VerificationResult, provider: String, policy: ForwardAuthPolicy) -> Response {
+    func answer(providerSegment: String, headers: [(name: String, value: String)]) async -> JSONAnswer {
+        switch answerWithoutWaiting(providerSegment: providerSegment, headers: headers) {
+        case .answer(let answer): return answer
+        case .waitFor(let provider, let policy, let presented, let started):
+            // Only what must wait runs under the request timeout's task.
+            let registry = self.registry
+            let result = await RequestTimeout.result(seconds: settings.requestTimeoutSeconds) {
+                await registry.verify(
+                    provider: provider, token: presented.token, nonce: presented.nonce, at: nil, explain: false, claimReplay: false
+                ).result
+            }
+            metrics.record(provider: provider, result: result, startedAt: started)
+            return answer(result, provider: provider, policy: policy)
+        }
+    }
+
+    private func answer(_ result: VerificationResult, provider: String, policy: ForwardAuthPolicy) -> JSONAnswer {
+        metrics.countForwardAuth(provider: provider, result: result)
         var headers = HTTPFields()
         headers[ForwardAuthHeaders.provider] = provider
         switch result {
         case .success(let verdict):
-            metrics.countForwardAuth(provider: provider, result: result)
             headers[ForwardAuthHeaders.verdict] = "valid"
             let (claims, omitted) = policy.claimHeaderValues(for: verdict)
             for (name, value) in claims {
@@ -94,13 +116,12 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
                 Counter(label: "tokenguard_forward_auth_claim_headers_omitted_total", dimensions: [("provider", provider)]).increment(by: omitted)
             }
             headers[.contentLength] = "0"
-            return Response(status: .ok, headers: headers)
+            return JSONAnswer(status: .ok, headers: headers, body: [])
         case .failure(let error):
-            metrics.countForwardAuth(provider: provider, result: result)
             headers[ForwardAuthHeaders.verdict] = error.code.rawValue
             if policy.mode == .shadow {
                 headers[.contentLength] = "0"
-                return Response(status: .ok, headers: headers)
+                return JSONAnswer(status: .ok, headers: headers, body: [])
             }
             let status: HTTPResponse.Status
             if error.code.isRetryable {
@@ -119,8 +140,7 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
                     JSONObject([
                         ("error", .object(JSONObject([("code", .string(error.code.rawValue)), ("message", .string(error.message))])))
                     ])))
-            return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+            return JSONAnswer(status: status, headers: headers, body: body)
         }
     }
-
 }

@@ -9,7 +9,7 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard context.logger.logLevel <= .debug else { return try await next(request, context) }
         var path = request.uri.path
-        if let provider = ForwardAuthMiddleware<Context>.providerSegment(path) { path = "\(ForwardAuthMiddleware<Context>.prefix)/\(provider)" }
+        if let provider = ForwardAuthCheck.providerSegment(path) { path = "\(ForwardAuthMiddleware<Context>.prefix)/\(provider)" }
         path = String(path.excerpt(bytes: 256))
         do {
             let response = try await next(request, context)

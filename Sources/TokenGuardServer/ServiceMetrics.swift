@@ -28,6 +28,8 @@ final class ServiceMetrics: Sendable {
     /// Forward-auth answers for names that are not configured: 404s, counted as `enforce` whatever mode a provider
     /// configured as "unknown" has.
     private let unknownForwardAuthOutcomes: [Counter]
+    /// `tokenguard_answered_in_pipeline_total{endpoint}`: requests answered on the event loop by ``VerifyOnTheEventLoop``.
+    private let answeredInPipeline: (verify: Counter, forwardAuth: Counter)
 
     /// - Parameter providers: each configured provider with its forward-auth mode.
     init(providers: [(name: String, forwardAuthMode: ForwardAuthPolicy.Mode)]) {
@@ -55,6 +57,12 @@ final class ServiceMetrics: Sendable {
             slots.append(slot("unknown", .enforce))
         }
         self.slots = slots
+        func pipeline(_ endpoint: String) -> Counter { Counter(label: "tokenguard_answered_in_pipeline_total", dimensions: [("endpoint", endpoint)]) }
+        answeredInPipeline = (pipeline("verify"), pipeline("forward_auth"))
+    }
+
+    func countAnsweredInPipeline(forwardAuth: Bool) {
+        (forwardAuth ? answeredInPipeline.forwardAuth : answeredInPipeline.verify).increment()
     }
 
     convenience init(registry: VerifierRegistry) {

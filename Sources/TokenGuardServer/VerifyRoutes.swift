@@ -24,7 +24,7 @@ struct VerifyRoutes: Sendable {
                 let result = registry.verifyWithoutWaiting(provider: item.provider, token: item.token, nonce: item.nonce, claimReplay: true)
             {
                 metrics.record(provider: item.provider, result: result, startedAt: verifying)
-                return try respond(item, result: result, explanation: nil)
+                return try Self.response(answer(item, result: result, explanation: nil))
             }
             let elapsed = Int((ContinuousClock.now - started).components.seconds)
             return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await verify(item) }
@@ -58,29 +58,45 @@ struct VerifyRoutes: Sendable {
         let (result, explanation) = await registry.verify(
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         metrics.record(provider: item.provider, result: result, startedAt: started)
-        return try respond(item, result: result, explanation: explanation)
+        return try Self.response(answer(item, result: result, explanation: explanation))
     }
 
-    func respond(_ item: VerifyRequest, result: VerificationResult, explanation: Explanation?) throws -> Response {
+    /// What a verification comes to: a verdict to send (200 valid, 401 refused), or an error for the router to answer
+    /// (503 with `Retry-After` for a retryable failure, 400 for a bad request). One decision for both the router and
+    /// ``VerifyOnTheEventLoop``.
+    enum Answer {
+        case verdict(JSONAnswer)
+        case refusal(APIError)
+    }
+
+    func answer(_ item: VerifyRequest, result: VerificationResult, explanation: Explanation?) -> Answer {
         switch result {
         case .success(let valid):
-            guard let explanation else { return JSONResponse.make(bytes: valid.jsonBytes) }
+            guard let explanation else { return .verdict(.json(valid.jsonBytes)) }
             var verdict = result.json(provider: item.provider)
             verdict.set("checks", explanation.json)
-            return JSONResponse.make(.object(verdict))
+            return .verdict(.json(JSONWriter.bytes(.object(verdict))))
         case .failure(let error):
             switch error.code {
             case let code where code.isRetryable:
-                throw APIError(
-                    status: .serviceUnavailable, code: error.code, message: error.message,
-                    retryAfterSeconds: error.retryAfterSeconds ?? settings.retryAfterSeconds)
+                return .refusal(
+                    APIError(
+                        status: .serviceUnavailable, code: error.code, message: error.message,
+                        retryAfterSeconds: error.retryAfterSeconds ?? settings.retryAfterSeconds))
             case .unknownProvider, .invalidRequest:
-                throw APIError(status: .badRequest, code: error.code, message: error.message)
+                return .refusal(APIError(status: .badRequest, code: error.code, message: error.message))
             default:
                 var verdict = result.json(provider: item.provider)
                 if let explanation { verdict.set("checks", explanation.json) }
-                return JSONResponse.make(.object(verdict), status: .unauthorized)
+                return .verdict(.json(JSONWriter.bytes(.object(verdict)), status: .unauthorized))
             }
+        }
+    }
+
+    static func response(_ answer: Answer) throws -> Response {
+        switch answer {
+        case .verdict(let verdict): return verdict.response
+        case .refusal(let error): throw error
         }
     }
 

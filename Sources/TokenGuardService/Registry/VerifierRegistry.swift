@@ -302,9 +302,13 @@ package struct VerifierRegistry: Sendable {
         guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
         // Facebook kinds route by the token's shape and add fields: the full path does that.
         guard let verifier = verifiers[provider], kinds[provider] != .facebook, kinds[provider] != .facebookLimited else { return nil }
-        if at == nil && claimReplay && replayGuards[provider] != nil { return nil }  // the replay store is asynchronous
-        let result = verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
-        return revocations?.check(result) ?? result
+        // A replay claim is made here only with a store that answers at once (memory); Redis is asked by the waiting path.
+        let replay = at == nil && claimReplay ? replayGuards[provider] : nil
+        if let replay, !replay.store.claimsWithoutWaiting { return nil }
+        var result = verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
+        if let revocations { result = revocations.check(result) }
+        guard let replay else { return result }
+        return replay.checkWithoutWaiting(result, provider: provider, token: token)
     }
 
     /// The verdict for a token presented now when it needs no waiting — a cached verdict, or a full verification with

@@ -14,6 +14,11 @@ package protocol ReplayStore: Sendable {
     /// Records `keys` until `expiresAt` (Unix seconds) if none is present. True when recorded; false when any
     /// key was already there (a replay).
     func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError>
+    /// True for a store that answers a claim at once (in memory): ``claimWithoutWaiting(keys:expiresAt:)`` then
+    /// gives what ``claim(keys:expiresAt:)`` would.
+    var claimsWithoutWaiting: Bool { get }
+    /// The claim's answer when the store gives it without waiting; nil for a store that must be asked (Redis).
+    func claimWithoutWaiting(keys: [String], expiresAt: Int64) -> Result<Bool, VerificationError>?
     /// A description for `/readyz` and logs, and whether the store answers now.
     func health() async -> (ok: Bool, detail: String)
     /// Writes out what the store still holds for later (at shutdown, after the last request was answered).
@@ -22,6 +27,8 @@ package protocol ReplayStore: Sendable {
 
 extension ReplayStore {
     package func finish() async {}
+    package var claimsWithoutWaiting: Bool { false }
+    package func claimWithoutWaiting(keys: [String], expiresAt: Int64) -> Result<Bool, VerificationError>? { nil }
 }
 
 /// Replay keys: SHA-256 hex of what the signer signed, never of the signature bytes (an ECDSA signature
@@ -66,6 +73,16 @@ package final class MemoryReplayStore: ReplayStore {
     }
 
     package func claim(keys: [String], expiresAt: Int64) async -> Result<Bool, VerificationError> {
+        claimNow(keys: keys, expiresAt: expiresAt)
+    }
+
+    package var claimsWithoutWaiting: Bool { true }
+
+    package func claimWithoutWaiting(keys: [String], expiresAt: Int64) -> Result<Bool, VerificationError>? {
+        claimNow(keys: keys, expiresAt: expiresAt)
+    }
+
+    private func claimNow(keys: [String], expiresAt: Int64) -> Result<Bool, VerificationError> {
         let now = clock.seconds
         return state.withLock { state in
             for key in keys {
@@ -127,20 +144,49 @@ package struct ReplayGuard: Sendable {
     }
 
     package func check(_ result: VerificationResult, provider: String, token: String) async -> VerificationResult {
-        guard case .success(let verdict) = result else { return result }
+        switch claim(for: result, provider: provider, token: token) {
+        case .decided(let answer): return answer
+        case .claim(let keys, let expiresAt): return outcome(of: await store.claim(keys: keys, expiresAt: expiresAt), result, provider: provider)
+        }
+    }
+
+    /// As ``check(_:provider:token:)`` when the store answers without waiting (``ReplayStore/claimsWithoutWaiting``);
+    /// nil, with nothing claimed, when it must be asked.
+    package func checkWithoutWaiting(_ result: VerificationResult, provider: String, token: String) -> VerificationResult? {
+        guard store.claimsWithoutWaiting else { return nil }
+        switch claim(for: result, provider: provider, token: token) {
+        case .decided(let answer): return answer
+        case .claim(let keys, let expiresAt):
+            guard let claimed = store.claimWithoutWaiting(keys: keys, expiresAt: expiresAt) else { return nil }
+            return outcome(of: claimed, result, provider: provider)
+        }
+    }
+
+    private enum Claim {
+        /// Answered without asking the store: a refusal stays one; a claim now would be too late.
+        case decided(VerificationResult)
+        case claim(keys: [String], expiresAt: Int64)
+    }
+
+    private func claim(for result: VerificationResult, provider: String, token: String) -> Claim {
+        guard case .success(let verdict) = result else { return .decided(result) }
         let keys = ReplayKeys.keys(
             provider: provider, token: token, jti: verdict.claim("jti")?.stringValue, nonceClaim: verdict.claim("nonce")?.stringValue)
         let now = clock.seconds
         // Checked again at the claim: a token that expired while its verification waited (for keys, for a store) is
         // refused as expired, so every claim is made while the entries of the token's earlier uses are still live.
         if let expiry = verdict.expiresAt, now >= expiry + leewaySeconds {
-            return .failure(
-                VerificationError(.tokenExpired, "token expired at \(UTCTime.iso8601(expiry)) (leeway \(leewaySeconds)s) before its use was recorded")
-            )
+            return .decided(
+                .failure(
+                    VerificationError(
+                        .tokenExpired, "token expired at \(UTCTime.iso8601(expiry)) (leeway \(leewaySeconds)s) before its use was recorded")))
         }
-        let expiresAt = (verdict.expiresAt ?? now + 3600) + leewaySeconds + claimMarginSeconds
-        if let gate = ReplayClaimGates.current, !gate.isOpen { return .failure(Self.abandoned) }
-        switch await store.claim(keys: keys, expiresAt: expiresAt) {
+        if let gate = ReplayClaimGates.current, !gate.isOpen { return .decided(.failure(Self.abandoned)) }
+        return .claim(keys: keys, expiresAt: (verdict.expiresAt ?? now + 3600) + leewaySeconds + claimMarginSeconds)
+    }
+
+    private func outcome(of claimed: Result<Bool, VerificationError>, _ result: VerificationResult, provider: String) -> VerificationResult {
+        switch claimed {
         case .success(true):
             outcomes.firstUse.increment()
             return result
