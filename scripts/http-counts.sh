@@ -5,11 +5,15 @@
 # Counted with uprobes (`perf probe`, Debian's linux-perf, root) on `tokenguard serve --demo`, over N sequential
 # requests on one keep-alive connection after 50 warm-up requests.
 #
-#   scripts/http-counts.sh [BINARY] [N]     (default .build/release/tokenguard, 2000)
+#   scripts/http-counts.sh [BINARY] [N] [CPUS]   (default .build/release/tokenguard, 2000, any CPU)
+#
+# CPUS (a taskset list such as 0) pins the server: on one CPU it has one event loop, and verifications and forward-auth
+# checks are answered in the connection's pipeline (VerifyOnTheEventLoop); on more, every request takes the router.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 binary=$(realpath "${1:-.build/release/tokenguard}")
 requests="${2:-2000}"
+cpus="${3:-}"
 [ "$(id -u)" -eq 0 ] || { echo "http-counts: uprobes need root"; exit 1; }
 command -v perf >/dev/null || { echo "http-counts: perf is not installed (apt-get install linux-perf)"; exit 1; }
 concurrency=$(find /opt/swift /usr -name libswift_Concurrency.so -path '*linux*' 2>/dev/null | head -1)
@@ -29,7 +33,7 @@ perf probe -q -x "$core" 'tgc:retain=swift_retain'
 perf probe -q -x "$libc" 'tgc:malloc=malloc'
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-(cd "$work" && exec "$binary" serve --demo --listen "127.0.0.1:$port" >"$work/demo.txt" 2>&1) &
+(cd "$work" && exec ${cpus:+taskset -c "$cpus"} "$binary" serve --demo --listen "127.0.0.1:$port" >"$work/demo.txt" 2>&1) &
 server=$!
 for _ in $(seq 100); do grep -q "Mint more" "$work/demo.txt" 2>/dev/null && break; sleep 0.2; done
 token=$(grep -o '"token":"[^"]*"' "$work/demo.txt" | head -1 | cut -d'"' -f4)
