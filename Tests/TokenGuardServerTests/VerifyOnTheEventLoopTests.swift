@@ -254,7 +254,9 @@ struct VerifyOnTheEventLoopTests {
         let (routed, _) = try RawHTTP.exchange(port: port, pieces: split(second), pause: 0.2, timeout: 10)
         #expect(code(routed) == "valid")
         #expect(code(try exchange(servers.pipeline, second)) == "token_replayed")
-        #expect(try await answeredInPipeline(servers.pipeline, "verify") == before + 2)
+        // At least the two whole requests (a split request whose pieces a stalled server read together is answered
+        // here too, with the same verdict).
+        #expect(try await answeredInPipeline(servers.pipeline, "verify") >= before + 2)
     }
 
     @Test("a client that sends 1,500 verifications before reading: every answer, in order, whether written here or by the router")
