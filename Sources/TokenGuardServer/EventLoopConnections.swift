@@ -81,9 +81,14 @@ package enum ServerEventLoops {
     ///
     /// With one loop, `answering` (when given) answers verifications and forward-auth checks that need no waiting
     /// in the pipeline (``VerifyOnTheEventLoop``). With several it is not used: a verification answered on the loop
-    /// that read it would stay on that loop's core, where the pool spreads them.
+    /// that read it would stay on that loop's core, where the pool spreads them; request bodies reach the pool as
+    /// copies (``BodiesOffThePool``).
     static func httpServer(configuration: HTTP1Channel.Configuration, answering: VerifyOnTheEventLoop.Answering?) -> HTTPServerBuilder {
-        guard threadCount == 1 else { return .http1(configuration: configuration) }
+        guard threadCount == 1 else {
+            return HTTPServerBuilder { responder in
+                BodiesOffThePool(inner: HTTP1Channel(responder: responder, configuration: configuration))
+            }
+        }
         return HTTPServerBuilder { responder in
             EventLoopConnections(inner: HTTP1Channel(responder: responder, configuration: configuration), answering: answering)
         }
