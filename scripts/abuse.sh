@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-15}"
 bash scripts/install-deps.sh >/dev/null
-swift build -c release --product tokenguard 2>&1 | grep -E "error|Compiling|Build" | tail -3
-swift build -c release --product stress 2>&1 | grep -E "error|Compiling|Build" | tail -3
+swift build -c release --static-swift-stdlib --product tokenguard 2>&1 | grep -E "error|Compiling|Build" | tail -3
+swift build -c release --static-swift-stdlib --product stress 2>&1 | grep -E "error|Compiling|Build" | tail -3
 mkdir -p .build
 # 1,000 idle connections need as many descriptors on each side.
 ulimit -n 8192 2>/dev/null || true

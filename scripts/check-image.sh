@@ -50,8 +50,8 @@ print(f"check-image: Dockerfile copies every target path, builds with swift:{ima
 PY
 
 # The binary as the Dockerfile builds it.
-swift build -c release --product tokenguard --static-swift-stdlib --scratch-path .build-static 2>&1 | grep -E "error|Build" | tail -2
-binary=.build-static/release/tokenguard
+swift build -c release --static-swift-stdlib --product tokenguard 2>&1 | grep -E "error|Build" | tail -2
+binary=.build/release/tokenguard
 [ -x "$binary" ] || fail "the static release build failed"
 packages=$(cat .build-image/runtime-packages)
 # Every shared library the binary needs comes from a runtime package or one of their dependencies.

@@ -30,8 +30,8 @@ ip netns del "$prefix-probe"
 if ip -4 addr show | grep -q " $net\."; then echo "fleet-test: $net.0/24 is in use on this machine; not touching it" >&2; exit 1; fi
 
 echo "fleet-test: building (release: tokenguard, stress)"
-swift build -c release --product tokenguard 2>&1 | grep -E "error|Build" | tail -3
-swift build -c release --product stress 2>&1 | grep -E "error|Build" | tail -3
+swift build -c release --static-swift-stdlib --product tokenguard 2>&1 | grep -E "error|Build" | tail -3
+swift build -c release --static-swift-stdlib --product stress 2>&1 | grep -E "error|Build" | tail -3
 
 dir=$(mktemp -d /tmp/tokenguard-fleet.XXXXXX)
 touch "$dir/pids"

@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh --list              names every target
 #   scripts/fuzz.sh TARGET [SECONDS]    fuzzes one target (default 60 s) from its seeds in Fuzz/seeds/TARGET
-#   scripts/fuzz.sh --all [SECONDS]     every target in turn (CI: a short bounded run each)
+#   scripts/fuzz.sh --all [SECONDS]     every target, two at a time (CI: a short bounded run each)
 #
 # A crash, trap, leak or hang (an input over 10 s) fails the run and leaves the input in
 # .build-fuzz/findings/TARGET/; turn it into a regression test (Tests/TokenGuardCoreTests/FuzzRegressionTests.swift)
@@ -59,10 +59,17 @@ case "${1:-}" in
   --all)
     build
     seconds="${2:-60}"
-    failed=0
+    # Two targets at a time: each fuzzer is one process on one core, and this machine class has two.
+    failed=0 running=()
     for target in $(.build-fuzz/debug/tokenguard-fuzz --list | cut -f1); do
-      run_one "$target" "$seconds" || failed=1
+      run_one "$target" "$seconds" &
+      running+=($!)
+      if [ "${#running[@]}" -ge 2 ]; then
+        wait "${running[0]}" || failed=1
+        running=("${running[@]:1}")
+      fi
     done
+    for pid in "${running[@]}"; do wait "$pid" || failed=1; done
     exit "$failed" ;;
   ""|-h|--help)
     sed -n 2,12p "$0"; exit 2 ;;

@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 source scripts/stage.sh
 
 stage "install dependencies" 900 bash scripts/install-deps.sh
-stage "build (release: tokenguard, stress)" 1500 bash -c 'swift build -c release --product tokenguard 2>&1 | grep -E "error|Build" | tail -3; swift build -c release --product stress 2>&1 | grep -E "error|Build" | tail -3; test -x .build/release/tokenguard'
+# Every release build here links the Swift runtime statically, as the container image's does (deploy/Dockerfile):
+# one release build folder then serves every stage, the image check included (the flag changes every compile).
+stage "build (release: tokenguard, stress)" 1500 bash -c 'swift build -c release --static-swift-stdlib --product tokenguard 2>&1 | grep -E "error|Build" | tail -3; swift build -c release --static-swift-stdlib --product stress 2>&1 | grep -E "error|Build" | tail -3; test -x .build/release/tokenguard'
 # The end-to-end tests again, against the binary users run (a release build once read a PEM from freed memory
 # while the debug tests passed). The test product is the debug one from scripts/test.sh.
 stage "end-to-end tests against the release binary" 900 bash -c 'set -o pipefail; swift build --product tokenguardPackageTests 2>&1 | grep -E "error" | head; TOKENGUARD_BIN=.build/release/tokenguard swift test --skip-build --filter "TokenGuardServerTests|TokenGuardCLITests" 2>&1 | tee .build/release-e2e.txt | grep -E "✘|Test run" | tail -20'
@@ -16,7 +18,7 @@ stage "deploy manifests (offline schemas)" 600 bash scripts/validate-deploy.sh
 stage "container image (Dockerfile vs manifest, Debian root run)" 1200 env CI="${CI:-}" bash scripts/check-image.sh
 stage "OpenAPI against the live server (schemathesis)" 900 env TOKENGUARD_BIN=.build/release/tokenguard bash scripts/api-fuzz.sh
 stage "fuzz every target (20 s each)" 1200 bash scripts/fuzz.sh --all 20
-stage "benchmark (--quick)" 1200 swift run -c release bench --quick --json .build/bench-quick.json
+stage "benchmark (--quick)" 1200 swift run -c release --static-swift-stdlib bench --quick --json .build/bench-quick.json
 stage "soak (90 s)" 600 bash scripts/soak.sh 90
 stage "fleet: namespaces, HAProxy, faults (8 s per scenario)" 900 env CI="${CI:-}" bash scripts/fleet-test.sh 8
 stage "abuse (10 s per scenario)" 600 bash scripts/abuse.sh 10

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 bash scripts/install-deps.sh >/dev/null
-swift build -c release --product tokenguard 2>&1 | grep -E "error|Compiling|Build" | tail -3
-swift build -c release --product stress 2>&1 | grep -E "error|Compiling|Build" | tail -3
+swift build -c release --static-swift-stdlib --product tokenguard 2>&1 | grep -E "error|Compiling|Build" | tail -3
+swift build -c release --static-swift-stdlib --product stress 2>&1 | grep -E "error|Compiling|Build" | tail -3
 mkdir -p .build
 .build/release/stress soak "$seconds" --json .build/soak.json
