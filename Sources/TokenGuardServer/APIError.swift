@@ -9,6 +9,8 @@ struct APIError: Error, HTTPResponseError {
     let code: ErrorCode
     let message: String
     var retryAfterSeconds: Int? = nil
+    /// Whether the connection closes after this answer (always for 413: the body is left unread).
+    var closesConnection = false
 
     static func invalidRequest(_ message: String) -> APIError { APIError(status: .badRequest, code: .invalidRequest, message: message) }
 
@@ -21,7 +23,7 @@ struct APIError: Error, HTTPResponseError {
         headers[.contentType] = "application/json"
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         // A body refused for its size is left unread: close the connection rather than read or drain it.
-        if status == .contentTooLarge { headers[.connection] = "close" }
+        if status == .contentTooLarge || closesConnection { headers[.connection] = "close" }
         let body = JSONWriter.bytes(
             .object(JSONObject([("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))])))
         return JSONAnswer(status: status, headers: headers, body: body)

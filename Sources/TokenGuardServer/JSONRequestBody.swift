@@ -33,8 +33,14 @@ enum JSONRequestBody {
             return try await RequestTimeout.closingConnection(channel, after: seconds) {
                 try await collect(request.body, upTo: limit, announced: announced)
             }
-        } catch {
+        } catch is NIOTooManyBytesError {
             throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body larger than \(limit) bytes")
+        } catch {
+            // The parser's error (a bad chunk size, an unsupported transfer coding) or the client's end of input before
+            // the announced length: the stream cannot be read on, so the connection closes after the answer.
+            throw APIError(
+                status: .badRequest, code: .invalidRequest, message: "request body could not be read: it ended early or was badly framed",
+                closesConnection: true)
         }
     }
 

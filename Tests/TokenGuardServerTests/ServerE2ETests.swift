@@ -435,7 +435,7 @@ struct ServerE2ETests {
         }
     }
 
-    @Test("a body is read whole however it arrives: in pieces, chunked, empty; a chunked body over the limit is 413; the next request is served")
+    @Test("a body is read whole however it arrives (pieces, chunked, empty); over the limit 413, cut short or badly framed 400")
     func bodiesInPieces() async throws {
         let setup = try await start(extraConfig: "server: { max_verify_body_bytes: 4096 }")
         defer { setup.server.stop() }
@@ -488,6 +488,22 @@ struct ServerE2ETests {
         #expect(statuses(tooLarge) == ["413"], "\(tooLarge.prefix(400))")
         #expect(closed)
         #expect(try await setup.server.get("/healthz").status == 200)
+
+        // A body that cannot be read, small as it is, is not "too large" (red team): 400 invalid_request, and the
+        // connection closes (its stream cannot be read on), the request after it unserved.
+        let broken: [(String, [[UInt8]], Bool)] = [
+            ("bad chunk size", [head("Transfer-Encoding: chunked"), Array("zz\r\n{}\r\n0\r\n\r\n".utf8), healthz], false),
+            ("transfer coding identity", [head("Transfer-Encoding: identity"), Array("{}".utf8), healthz], false),
+            ("input ends before the announced length", [head("Content-Length: 100"), Array(body.prefix(10))], true),
+        ]
+        for (name, pieces, halfClose) in broken {
+            let (answer, closed) = try RawHTTP.exchange(
+                port: setup.server.port, pieces: pieces, pause: 0.05, timeout: 8, halfClose: halfClose)
+            #expect(statuses(answer) == ["400"], "\(name): \(answer.prefix(400))")
+            #expect(answer.contains("\"code\":\"invalid_request\""), "\(name): \(answer.prefix(400))")
+            #expect(!answer.contains("larger than"), "\(name): \(answer.prefix(400))")
+            #expect(closed, "\(name)")
+        }
     }
 
     @Test("readyz is 503 until keys are usable; verify is 503 keys_unavailable with Retry-After; providers and metrics report")

@@ -26,7 +26,8 @@ package enum RawHTTP {
     /// As ``exchange(port:_:timeout:halfClose:isComplete:)``, with the bytes sent in `pieces`, `pause` seconds apart: a
     /// request whose body reaches the server in several reads.
     package static func exchange(
-        port: Int, pieces: [[UInt8]], pause: Double, timeout: Double, isComplete: (String) -> Bool = { _ in false }
+        port: Int, pieces: [[UInt8]], pause: Double, timeout: Double, halfClose: Bool = false,
+        isComplete: (String) -> Bool = { _ in false }
     ) throws -> (response: String, closed: Bool) {
         guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
         defer { close(fd) }
@@ -36,6 +37,7 @@ package enum RawHTTP {
             if index > 0 { usleep(UInt32(pause * 1_000_000)) }
             _ = piece.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         }
+        if halfClose { shutdown(fd, Int32(SHUT_WR)) }
         let (received, _, closed) = readUntilClosed(fd, started: Date(), timeout: timeout) { isComplete(String(decoding: $0, as: UTF8.self)) }
         return (String(decoding: received, as: UTF8.self), closed)
     }
