@@ -93,7 +93,7 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
         var responseEnded = false
         switch unwrapOutboundIn(data) {
         case .head(let head):
-            // 1xx answers are not the response (none is sent today; the check keeps that true if one ever is).
+            // A 1xx answer (100 Continue, from JSONRequestBody) is not the response.
             if head.status.kind != .informational, head.headerFields[values: .connection].contains(where: { Self.saysClose($0) }) {
                 closing = true
                 // Requests that waited are dropped; the client's end of input, if it came, still ends the connection.

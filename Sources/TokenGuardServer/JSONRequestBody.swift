@@ -1,5 +1,6 @@
 import Hummingbird
 import NIOCore
+import NIOHTTPTypes
 import TokenGuardCore
 
 /// Request bodies read as one JSON object, bounded in size and in time. Every route that reads a body reads it here:
@@ -28,6 +29,12 @@ enum JSONRequestBody {
         let announced = request.headers[.contentLength].flatMap { Int($0) }
         if let length = announced, length > limit {
             throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body of \(length) bytes is larger than \(limit) bytes")
+        }
+        // A client that asked to hear first whether its body is wanted (curl does for bodies over 1 MiB) would wait a
+        // second for an answer before sending it anyway. It is wanted: say so. Before this point a body too large has
+        // been refused instead, so that client never sends it.
+        if let expectation = request.headers[.expect], expectation.utf8.count == 12, expectation.lowercased() == "100-continue" {
+            channel.writeAndFlush(HTTPResponsePart.head(HTTPResponse(status: .continue)), promise: nil)
         }
         do {
             return try await RequestTimeout.closingConnection(channel, after: seconds) {

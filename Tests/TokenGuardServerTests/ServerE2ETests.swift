@@ -506,6 +506,35 @@ struct ServerE2ETests {
         }
     }
 
+    /// curl asks with `Expect: 100-continue` before sending a body over 1 MiB and, unanswered, waits a second before
+    /// sending it anyway (red team: a 1.4 MB batch took 1.01 s with curl, 0.04 s once answered).
+    @Test("Expect: 100-continue is answered before the body is read (both server shapes); a body over the limit is refused without it")
+    func expectContinue() async throws {
+        for cpus in [nil, "0"] {
+            let setup = try await start(cpus: cpus)
+            defer { setup.server.stop() }
+            try await waitReady(setup.server)
+            let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+            let body = Array("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}".utf8)
+            let head = Array(
+                "POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-Continue\r\nContent-Length: \(body.count)\r\n\r\n"
+                    .utf8)
+            let fd = try #require(RawHTTP.connectLoopback(port: setup.server.port))
+            defer { close(fd) }
+            let interim = RawHTTP.step(fd, send: head, timeout: 3) { $0.hasSuffix("\r\n\r\n") }
+            #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "cpus \(cpus ?? "all"): \(interim)")
+            let final = RawHTTP.step(fd, send: body, timeout: 5) { $0.contains("\"valid\":") }
+            #expect(final.hasPrefix("HTTP/1.1 200 "), "cpus \(cpus ?? "all"): \(final.prefix(300))")
+            #expect(final.contains("\"valid\":true"), "cpus \(cpus ?? "all"): \(final.prefix(300))")
+
+            let (tooLarge, _, _) = try RawHTTP.exchange(
+                port: setup.server.port, Array("POST /v1/verify HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 9999999\r\n\r\n".utf8),
+                timeout: 3, isComplete: { $0.contains("}}") })
+            #expect(tooLarge.hasPrefix("HTTP/1.1 413 "), "cpus \(cpus ?? "all"): \(tooLarge.prefix(300))")
+            #expect(!tooLarge.contains("100 Continue"))
+        }
+    }
+
     @Test("readyz is 503 until keys are usable; verify is 503 keys_unavailable with Retry-After; providers and metrics report")
     func readinessAndOutage() async throws {
         let setup = try await start(failing: true)

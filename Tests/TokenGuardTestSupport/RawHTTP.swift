@@ -60,6 +60,14 @@ package enum RawHTTP {
         return (sent == bytes.count, String(decoding: received, as: UTF8.self), closed)
     }
 
+    /// Sends `bytes` on an open connection (`connectLoopback`), then reads what comes within `timeout` seconds or until
+    /// it satisfies `isComplete`: one step of a conversation, for exchanges where the client waits between its parts.
+    package static func step(_ fd: Int32, send bytes: [UInt8], timeout: Double, isComplete: (String) -> Bool) -> String {
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let (received, _, _) = readUntilClosed(fd, started: Date(), timeout: timeout) { isComplete(String(decoding: $0, as: UTF8.self)) }
+        return String(decoding: received, as: UTF8.self)
+    }
+
     /// Reads until the peer closes the connection, `timeout` seconds after `started` have passed, or the bytes read
     /// satisfy `isComplete`: the bytes, the seconds from `started` to the first of them, and whether the peer closed.
     private static func readUntilClosed(
