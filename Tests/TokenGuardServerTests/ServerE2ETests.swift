@@ -506,6 +506,41 @@ struct ServerE2ETests {
         }
     }
 
+    @Test("HTTP/1.0 without keep-alive, and Connection: close in any case, end the connection with the answer (both server shapes)")
+    func connectionEndsWithTheAnswer() async throws {
+        for cpus in [nil, "0"] {
+            let setup = try await start(cpus: cpus)
+            defer { setup.server.stop() }
+            try await waitReady(setup.server)
+            let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+            let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"x\"}"
+            let verify = { (version: String, connection: String) in
+                "POST /v1/verify \(version)\r\nHost: x\r\n\(connection)Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            }
+            let closing = [
+                ("GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 GET"), (verify("HTTP/1.0", ""), "HTTP/1.0 verify"),
+                ("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n", "Connection: Close"),
+                (verify("HTTP/1.1", "Connection: keep-alive, CLOSE\r\n"), "Connection: keep-alive, CLOSE"),
+            ]
+            for (request, name) in closing {
+                let (answer, _, closed) = try RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: 4)
+                let label = "\(name), cpus \(cpus ?? "all")"
+                #expect(answer.hasPrefix("HTTP/1.1 200 ") || answer.hasPrefix("HTTP/1.1 401 "), "\(label): \(answer.prefix(200))")
+                #expect(closed, "\(label): left open")
+            }
+            let keptOpen = [
+                ("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HTTP/1.0 keep-alive"),
+                (verify("HTTP/1.1", ""), "HTTP/1.1"),
+            ]
+            for (request, name) in keptOpen {
+                let (answer, _, closed) = try RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: 1.5)
+                let label = "\(name), cpus \(cpus ?? "all")"
+                #expect(answer.hasPrefix("HTTP/1.1 200 ") || answer.hasPrefix("HTTP/1.1 401 "), "\(label): \(answer.prefix(200))")
+                #expect(!closed, "\(label): closed")
+            }
+        }
+    }
+
     /// curl asks with `Expect: 100-continue` before sending a body over 1 MiB and, unanswered, waits a second before
     /// sending it anyway (red team: a 1.4 MB batch took 1.01 s with curl, 0.04 s once answered).
     @Test("Expect: 100-continue is answered before the body is read (both server shapes); a body over the limit is refused without it")
