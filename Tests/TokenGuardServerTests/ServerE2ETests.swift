@@ -506,37 +506,38 @@ struct ServerE2ETests {
         }
     }
 
-    @Test("HTTP/1.0 without keep-alive, and Connection: close in any case, end the connection with the answer (both server shapes)")
-    func connectionEndsWithTheAnswer() async throws {
+    /// Runs `body` against a fresh server of each shape, with a fresh token: several event loops, and pinned to one CPU
+    /// (one loop; some requests answered in the pipeline).
+    func withEachServerShape(_ body: (Setup, String, String) async throws -> Void) async throws {
         for cpus in [nil, "0"] {
             let setup = try await start(cpus: cpus)
             defer { setup.server.stop() }
             try await waitReady(setup.server)
             let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+            try await body(setup, token, "cpus \(cpus ?? "all")")
+        }
+    }
+
+    @Test("HTTP/1.0 without keep-alive, and Connection: close in any case, end the connection with the answer (both server shapes)")
+    func connectionEndsWithTheAnswer() async throws {
+        try await withEachServerShape { setup, token, shape in
             let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"x\"}"
             let verify = { (version: String, connection: String) in
                 "POST /v1/verify \(version)\r\nHost: x\r\n\(connection)Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
             }
-            let closing = [
-                ("GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 GET"), (verify("HTTP/1.0", ""), "HTTP/1.0 verify"),
-                ("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n", "Connection: Close"),
-                (verify("HTTP/1.1", "Connection: keep-alive, CLOSE\r\n"), "Connection: keep-alive, CLOSE"),
+            let requests = [
+                ("GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 GET", true), (verify("HTTP/1.0", ""), "HTTP/1.0 verify", true),
+                ("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n", "Connection: Close", true),
+                (verify("HTTP/1.1", "Connection: keep-alive, CLOSE\r\n"), "Connection: keep-alive, CLOSE", true),
+                ("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HTTP/1.0 keep-alive", false),
+                (verify("HTTP/1.1", ""), "HTTP/1.1", false),
             ]
-            for (request, name) in closing {
-                let (answer, _, closed) = try RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: 4)
-                let label = "\(name), cpus \(cpus ?? "all")"
+            for (request, name, closes) in requests {
+                // A connection that stays open is read until the timeout: a shorter one for those.
+                let (answer, _, closed) = try RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: closes ? 4 : 1.5)
+                let label = "\(name), \(shape)"
                 #expect(answer.hasPrefix("HTTP/1.1 200 ") || answer.hasPrefix("HTTP/1.1 401 "), "\(label): \(answer.prefix(200))")
-                #expect(closed, "\(label): left open")
-            }
-            let keptOpen = [
-                ("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HTTP/1.0 keep-alive"),
-                (verify("HTTP/1.1", ""), "HTTP/1.1"),
-            ]
-            for (request, name) in keptOpen {
-                let (answer, _, closed) = try RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: 1.5)
-                let label = "\(name), cpus \(cpus ?? "all")"
-                #expect(answer.hasPrefix("HTTP/1.1 200 ") || answer.hasPrefix("HTTP/1.1 401 "), "\(label): \(answer.prefix(200))")
-                #expect(!closed, "\(label): closed")
+                #expect(closed == closes, "\(label): closed \(closed)")
             }
         }
     }
@@ -545,11 +546,7 @@ struct ServerE2ETests {
     /// sending it anyway (red team: a 1.4 MB batch took 1.01 s with curl, 0.04 s once answered).
     @Test("Expect: 100-continue is answered before the body is read (both server shapes); a body over the limit is refused without it")
     func expectContinue() async throws {
-        for cpus in [nil, "0"] {
-            let setup = try await start(cpus: cpus)
-            defer { setup.server.stop() }
-            try await waitReady(setup.server)
-            let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        try await withEachServerShape { setup, token, shape in
             let body = Array("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}".utf8)
             let head = Array(
                 "POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-Continue\r\nContent-Length: \(body.count)\r\n\r\n"
@@ -557,15 +554,15 @@ struct ServerE2ETests {
             let fd = try #require(RawHTTP.connectLoopback(port: setup.server.port))
             defer { close(fd) }
             let interim = RawHTTP.step(fd, send: head, timeout: 3) { $0.hasSuffix("\r\n\r\n") }
-            #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "cpus \(cpus ?? "all"): \(interim)")
+            #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "\(shape): \(interim)")
             let final = RawHTTP.step(fd, send: body, timeout: 5) { $0.contains("\"valid\":") }
-            #expect(final.hasPrefix("HTTP/1.1 200 "), "cpus \(cpus ?? "all"): \(final.prefix(300))")
-            #expect(final.contains("\"valid\":true"), "cpus \(cpus ?? "all"): \(final.prefix(300))")
+            #expect(final.hasPrefix("HTTP/1.1 200 "), "\(shape): \(final.prefix(300))")
+            #expect(final.contains("\"valid\":true"), "\(shape): \(final.prefix(300))")
 
             let (tooLarge, _, _) = try RawHTTP.exchange(
                 port: setup.server.port, Array("POST /v1/verify HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 9999999\r\n\r\n".utf8),
                 timeout: 3, isComplete: { $0.contains("}}") })
-            #expect(tooLarge.hasPrefix("HTTP/1.1 413 "), "cpus \(cpus ?? "all"): \(tooLarge.prefix(300))")
+            #expect(tooLarge.hasPrefix("HTTP/1.1 413 "), "\(shape): \(tooLarge.prefix(300))")
             #expect(!tooLarge.contains("100 Continue"))
         }
     }
