@@ -17,7 +17,7 @@ import NIOHTTPTypes
 ///
 /// The cost is one allocation and copy per body part (a verification's body is about a kilobyte), beside a request
 /// that crosses threads twice. With one loop the handlers run on it (``EventLoopConnections``) and nothing is copied.
-/// Both shapes mark requests that end their connection (``MarkingConnectionClose``).
+/// Both shapes apply ``HTTP1VersionRules`` to request heads.
 struct BodiesOffThePool<Inner: ServerChildChannel>: ServerChildChannel {
     typealias Value = Inner.Value
     let inner: Inner
@@ -25,7 +25,7 @@ struct BodiesOffThePool<Inner: ServerChildChannel>: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
-            try MarkingConnectionClose.install(in: pipeline)
+            try HTTP1VersionRules.install(in: pipeline)
             let connectionState = try pipeline.handler(type: HTTPConnectionStateHandler.self)
             try pipeline.addHandler(CopyingBodyParts(), position: .after(connectionState))
             return value

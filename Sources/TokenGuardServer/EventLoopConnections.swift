@@ -35,7 +35,7 @@ struct EventLoopConnections<Inner: ServerChildChannel>: ServerChildChannel {
             }
             .flatMap { inner.setup(channel: channel, logger: logger) }
             .flatMapThrowing { value in
-                try MarkingConnectionClose.install(in: channel.pipeline.syncOperations)
+                try HTTP1VersionRules.install(in: channel.pipeline.syncOperations)
                 guard let answering else { return value }
                 // After Hummingbird's connection state handler, which must see every request and response for its idle
                 // timeout and graceful shutdown, and after ``ClosingAfterResponse``, which keeps the order of answers.

@@ -529,6 +529,10 @@ struct ServerE2ETests {
                 ("GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 GET", true), (verify("HTTP/1.0", ""), "HTTP/1.0 verify", true),
                 ("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n", "Connection: Close", true),
                 (verify("HTTP/1.1", "Connection: keep-alive, CLOSE\r\n"), "Connection: keep-alive, CLOSE", true),
+                // close wins over keep-alive in HTTP/1.0 too, in one field or two (red team: held open 30 s); the request
+                // pipelined behind is not served.
+                (verify("HTTP/1.0", "Connection: keep-alive, close\r\n") + verify("HTTP/1.1", ""), "HTTP/1.0 keep-alive, close", true),
+                (verify("HTTP/1.0", "Connection: Keep-Alive\r\nConnection: Close\r\n"), "HTTP/1.0 two Connection fields", true),
                 ("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HTTP/1.0 keep-alive", false),
                 (verify("HTTP/1.1", ""), "HTTP/1.1", false),
             ]
@@ -538,6 +542,7 @@ struct ServerE2ETests {
                 let label = "\(name), \(shape)"
                 #expect(answer.hasPrefix("HTTP/1.1 200 ") || answer.hasPrefix("HTTP/1.1 401 "), "\(label): \(answer.prefix(200))")
                 #expect(closed == closes, "\(label): closed \(closed)")
+                #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(label): \(answer.prefix(600))")
             }
         }
     }
@@ -564,6 +569,15 @@ struct ServerE2ETests {
                 timeout: 3, isComplete: { $0.contains("}}") })
             #expect(tooLarge.hasPrefix("HTTP/1.1 413 "), "\(shape): \(tooLarge.prefix(300))")
             #expect(!tooLarge.contains("100 Continue"))
+
+            // HTTP/1.0: the expectation is ignored (RFC 9110 §10.1.1), the body read when it comes.
+            let old = try #require(RawHTTP.connectLoopback(port: setup.server.port))
+            defer { close(old) }
+            let http10 = String(decoding: head, as: UTF8.self).replacingOccurrences(of: "HTTP/1.1", with: "HTTP/1.0")
+            let nothing = RawHTTP.step(old, send: Array(http10.utf8), timeout: 1) { !$0.isEmpty }
+            #expect(nothing.isEmpty, "\(shape): \(nothing)")
+            let answer = RawHTTP.step(old, send: body, timeout: 5) { $0.contains("\"valid\":") }
+            #expect(answer.hasPrefix("HTTP/1.1 200 "), "\(shape): \(answer.prefix(300))")
         }
     }
 

@@ -1,0 +1,40 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
+
+/// Applies, to each request head, the HTTP/1 rules that depend on what Hummingbird's conversion to HTTP types drops
+/// (the HTTP version) or reads too narrowly (the `Connection` field).
+///
+/// - A request after which its connection ends is marked with the one spelling Hummingbird's request loop looks for,
+///   `Connection: close` exactly: HTTP/1.0 without `keep-alive` (RFC 9112 §9.3), and any request whose `Connection`
+///   fields list `close` in any case, beside `keep-alive` or not (`close` wins). Without it such a request was answered
+///   and then held open until the idle timeout, and a client reading to the end of the connection waited that long
+///   (red team: 30 s; NIO's keep-alive flag for HTTP/1.0 is set by any `keep-alive`, even next to `close`).
+/// - An HTTP/1.0 request's `Expect` field is removed: a server must ignore a 100-continue expectation there
+///   (RFC 9110 §10.1.1), and ``JSONRequestBody`` would otherwise answer it.
+final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
+        }
+        let isHTTP10 = head.version.major == 1 && head.version.minor == 0
+        let closes = !head.isKeepAlive || head.headers["connection"].contains { ClosingAfterResponse.saysClose($0) }
+        guard closes || (isHTTP10 && head.headers.contains(name: "expect")) else {
+            context.fireChannelRead(data)
+            return
+        }
+        if closes { head.headers.replaceOrAdd(name: "Connection", value: "close") }
+        if isHTTP10 { head.headers.remove(name: "Expect") }
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    /// Puts the handler where it sees HTTP/1 request heads: just before Hummingbird's conversion to HTTP types.
+    static func install(in pipeline: ChannelPipeline.SynchronousOperations) throws {
+        let conversion = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+        try pipeline.addHandler(HTTP1VersionRules(), position: .before(conversion))
+    }
+}
