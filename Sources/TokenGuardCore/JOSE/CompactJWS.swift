@@ -65,16 +65,19 @@ public struct CompactJWS: Sendable {
             return (first ?? -1, second ?? -1, third != nil)
         }
         if more { throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found more") }
-        guard secondDot >= 0 else {
-            throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found \(firstDot < 0 ? 1 : 2)")
-        }
+        // Literal messages, not interpolated ones: a refusal of junk should cost less than a verification.
+        guard firstDot >= 0 else { throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found 1") }
+        guard secondDot >= 0 else { throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found 2") }
         guard firstDot > 0 else { throw VerificationError(.malformedToken, "the header segment is empty") }
         // An empty signature segment is left to the algorithm check (alg none → unsupported_algorithm) and then to
         // the signature check (invalid_signature), which give the clearer answer.
         let (decoded, refused) = decode(token, firstDot: firstDot, secondDot: secondDot)
         guard let decoded else {
-            let names = ["header", "payload", "signature"]
-            throw VerificationError(.malformedToken, "the \(names[refused]) is not canonical unpadded base64url")
+            switch refused {
+            case 0: throw VerificationError(.malformedToken, "the header is not canonical unpadded base64url")
+            case 1: throw VerificationError(.malformedToken, "the payload is not canonical unpadded base64url")
+            default: throw VerificationError(.malformedToken, "the signature is not canonical unpadded base64url")
+            }
         }
         return try assemble(token, firstDot: firstDot, secondDot: secondDot, decoded)
     }
@@ -82,25 +85,24 @@ public struct CompactJWS: Sendable {
     /// The three segments decoded into one buffer, with each one's size; or nil and the index of the first segment
     /// (in order, as one by one) that has an impossible length or a byte outside the alphabet. `withoutHeader`: the
     /// header segment is left out (taken as empty), its header being known already.
+    ///
+    /// The segments' ranges and sizes are tuples, not arrays: this runs for every token, and an array would be two
+    /// heap allocations per token for three numbers each.
     private static func decode(
         _ token: [UInt8], firstDot: Int, secondDot: Int, withoutHeader: Bool = false
     ) -> (decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)?, refused: Int) {
-        let segments = [withoutHeader ? 0..<0 : 0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count]
-        var sizes = (0, 0, 0)
-        var badLength = 3
-        for index in 0..<3 {
-            guard let size = Base64URL.decodedCount(segments[index].count) else {
-                badLength = index
-                break
-            }
-            switch index {
-            case 0: sizes.0 = size
-            case 1: sizes.1 = size
-            default: sizes.2 = size
-            }
+        let segments = (withoutHeader ? 0..<0 : 0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count)
+        @inline(__always) func segment(_ index: Int) -> Range<Int> {
+            index == 0 ? segments.0 : index == 1 ? segments.1 : segments.2
         }
+        // The first segment with an impossible length stops the decoding there (3: none has one).
+        guard let headerSize = Base64URL.decodedCount(segments.0.count) else { return (nil, 0) }
+        let payloadSize = Base64URL.decodedCount(segments.1.count)
+        let signatureSize = payloadSize == nil ? nil : Base64URL.decodedCount(segments.2.count)
+        let sizes = (headerSize, payloadSize ?? 0, signatureSize ?? 0)
+        let badLength = payloadSize == nil ? 1 : signatureSize == nil ? 2 : 3
+        @inline(__always) func size(_ index: Int) -> Int { index == 0 ? sizes.0 : index == 1 ? sizes.1 : sizes.2 }
         var refused = badLength < 3 ? badLength : -1
-        let counts = [sizes.0, sizes.1, sizes.2]
         // Nothing to decode: an empty array as it is. Made with `unsafeUninitializedCapacity: 0`, it would set the
         // count of the one empty-array storage every thread shares (a write ThreadSanitizer reports as a race).
         if sizes.0 + sizes.1 + sizes.2 == 0 { return refused >= 0 ? (nil, refused) : (([], 0, 0), -1) }
@@ -108,13 +110,13 @@ public struct CompactJWS: Sendable {
             token.withUnsafeBufferPointer { bytes in
                 var offset = 0
                 for index in 0..<badLength {
-                    let input = UnsafeBufferPointer(rebasing: bytes[segments[index]])
-                    let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + counts[index])])
+                    let input = UnsafeBufferPointer(rebasing: bytes[segment(index)])
+                    let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + size(index))])
                     if !Base64URL.decode(input, into: output) {
                         refused = index
                         break
                     }
-                    offset += counts[index]
+                    offset += size(index)
                 }
             }
             // Every byte is written when all three decode; a refused buffer is zeroed, then dropped unread.
