@@ -148,7 +148,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        // A verification loop for valgrind (scripts/leak-check.sh), kept small so its DWARF-4 build is quick.
+        // A verification loop for valgrind (scripts/leak-check.sh): a small target on top of the release build.
         .executableTarget(
             name: "leakloop",
             dependencies: ["TokenGuardService", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
@@ -187,7 +187,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenGuardCoreTests",
-            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardTestSupport"],
+            dependencies: ["TokenGuardCore", "TokenGuardCrypto", "TokenGuardSync", "TokenGuardTestSupport"],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),

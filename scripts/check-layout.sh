@@ -9,7 +9,8 @@
 #     arrives through another target's dependencies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift package dump-package > .build/package-dump.json 2>/dev/null || { mkdir -p .build; swift package dump-package > .build/package-dump.json; }
+mkdir -p .build
+swift package dump-package > .build/package-dump.json
 python3 - <<'PY'
 import json, os, re, sys
 

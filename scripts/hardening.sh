@@ -12,9 +12,12 @@ stage "install dependencies" 900 bash scripts/install-deps.sh
 # one release build folder then serves every stage, the image check included (the flag changes every compile).
 stage "build (release: tokenguard, stress)" 1500 bash -c 'swift build -c release --static-swift-stdlib --product tokenguard 2>&1 | grep -E "error|Build" | tail -3; swift build -c release --static-swift-stdlib --product stress 2>&1 | grep -E "error|Build" | tail -3; test -x .build/release/tokenguard'
 stage "leak check (valgrind, release build)" 600 bash scripts/leak-check.sh 200
+# The test bundle scripts/test.sh builds (debug, ThreadSanitizer): nothing to do after it, the whole build when this
+# script runs alone.
+stage "build (debug under ThreadSanitizer: the test bundle)" 1800 bash -c 'set -o pipefail; swift build --sanitize=thread --scratch-path .build-tsan --product tokenguardPackageTests 2>&1 | grep -E "error|Build" | tail -3'
 # The end-to-end tests again, against the binary users run (a release build once read a PEM from freed memory
 # while the debug tests passed). The test product is the one scripts/test.sh built (debug, ThreadSanitizer).
-stage "end-to-end tests against the release binary" 900 bash -c 'set -o pipefail; swift build --sanitize=thread --scratch-path .build-tsan --product tokenguardPackageTests 2>&1 | grep -E "error" | head; TSAN_OPTIONS=halt_on_error=1 TOKENGUARD_BIN=.build/release/tokenguard swift test --skip-build --sanitize=thread --scratch-path .build-tsan --filter "TokenGuardServerTests|TokenGuardCLITests" 2>&1 | tee .build/release-e2e.txt | grep -E "✘|Test run|WARNING: ThreadSanitizer" | tail -20'
+stage "end-to-end tests against the release binary" 900 bash -c 'set -o pipefail; TSAN_OPTIONS=halt_on_error=1 TOKENGUARD_BIN=.build/release/tokenguard swift test --skip-build --sanitize=thread --scratch-path .build-tsan --filter "TokenGuardServerTests|TokenGuardCLITests" 2>&1 | tee .build/release-e2e.txt | grep -E "✘|Test run|WARNING: ThreadSanitizer" | tail -20'
 stage "deploy manifests (offline schemas)" 600 bash scripts/validate-deploy.sh
 stage "container image (Dockerfile vs manifest, Debian root run)" 1200 env CI="${CI:-}" bash scripts/check-image.sh
 stage "OpenAPI against the live server (schemathesis)" 900 env TOKENGUARD_BIN=.build/release/tokenguard bash scripts/api-fuzz.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system libraries tokenguard builds against (Debian/Ubuntu). Safe to run again.
 set -euo pipefail
-packages=(pkg-config libssl-dev libcurl4-openssl-dev libjwt-dev libsqlite3-dev libhiredis-dev redis-server nginx haproxy nftables iproute2 openssl wrk debootstrap stunnel4 valgrind ca-certificates curl)
+packages=(pkg-config libssl-dev libcurl4-openssl-dev libjwt-dev libsqlite3-dev libhiredis-dev redis-server nginx haproxy nftables iproute2 openssl wrk debootstrap stunnel4 valgrind binutils ca-certificates curl)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -24,7 +24,17 @@ if [ "$mode" = address ]; then
   config=(-c release)
 fi
 swift build "${config[@]}" --product tokenguardPackageTests --scratch-path "$scratch" 2>&1 | grep -E "error|Build" | tail -3
+# The tokenguard the tests start must be the instrumented one (a build that quietly lost the flags would pass).
+bin_dir=$(swift build "${config[@]}" --scratch-path "$scratch" --show-bin-path)
+if [ "$(nm "$bin_dir/tokenguard" 2>/dev/null | grep -c "__${mode:0:1}san_init")" -eq 0 ]; then
+  echo "sanitize $mode: $bin_dir/tokenguard is not instrumented" >&2
+  exit 1
+fi
 log="$scratch/sanitize-tests.log"
+# Sanitizer reports in the servers the tests start land in their logs; the test support copies any such log here
+# when it stops a server (BinaryRunner.keepSanitizerReport), and one file here fails the run.
+export TOKENGUARD_SANITIZER_REPORTS="$PWD/$scratch/child-reports"
+rm -rf "$TOKENGUARD_SANITIZER_REPORTS" && mkdir -p "$TOKENGUARD_SANITIZER_REPORTS"
 export SWIFT_BACKTRACE=enable=no
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt:print_suppressions=0"
@@ -39,11 +49,17 @@ status=0
 # some took over 30 s to answer their first request. Under it the tests run one at a time.
 parallel=(); [ "$mode" = thread ] && parallel=(--no-parallel)
 swift test "${config[@]}" --skip-build --scratch-path "$scratch" "${parallel[@]}" >"$log" 2>&1 || status=$?
-grep -E "Test run with|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|SUMMARY" "$log" | sort | uniq -c | head -20
-if [ "$status" -ne 0 ] || grep -qE "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer" "$log"; then
-  grep -E -A30 "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer" "$log" | head -80
+# (The greps below only show what happened: one that finds nothing must not end the script before its verdict.)
+grep -E "Test run with|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|SUMMARY" "$log" | sort | uniq -c | head -20 || true
+child_reports=$(find "$TOKENGUARD_SANITIZER_REPORTS" -type f | head -20)
+if [ "$status" -ne 0 ] || [ -n "$child_reports" ] || grep -qE "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer" "$log"; then
+  grep -E -A30 "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer" "$log" | head -80 || true
+  for report in $child_reports; do
+    echo "--- a server's log with a sanitizer report: $report"
+    grep -E -A40 "ERROR: AddressSanitizer|WARNING: ThreadSanitizer" "$report" | head -60 || true
+  done
   # A failed expectation or a thrown error with no sanitizer report: name the test and what it recorded.
-  grep -E "✘|recorded an issue|Caught error|error:" "$log" | grep -v "passed after" | head -40
+  grep -E "✘|recorded an issue|Caught error|error:" "$log" | grep -v "passed after" | head -40 || true
   echo "sanitize $mode: FAILED (log: $log)" >&2
   exit 1
 fi

@@ -12,7 +12,7 @@ stage "module layout (imports vs Package.swift)" 300 bash scripts/check-layout.s
 stage "format (swift format lint --strict)" 300 swift format lint --strict -r -p Sources Tests Benchmarks Fuzz Package.swift
 # The suite is built once, with ThreadSanitizer (debug, in .build-tsan), and run under it: every test is also a race
 # check, and CI builds no second debug test bundle. The hardening run adds the optimised AddressSanitizer build.
-stage "build (debug under ThreadSanitizer: tests and tokenguard)" 1800 bash -c 'swift build --sanitize=thread --scratch-path .build-tsan --product tokenguardPackageTests 2>&1 | grep -E "error|warning: unre|Build" | tail -5; swift build --sanitize=thread --scratch-path .build-tsan --product tokenguard 2>&1 | grep -E "error|Build" | tail -3; test -x .build-tsan/debug/tokenguard'
+stage "build (debug under ThreadSanitizer: tests and tokenguard)" 1800 bash -c 'set -o pipefail; swift build --sanitize=thread --scratch-path .build-tsan --product tokenguardPackageTests 2>&1 | grep -E "error|warning: unre|Build" | tail -5; swift build --sanitize=thread --scratch-path .build-tsan --product tokenguard 2>&1 | grep -E "error|Build" | tail -3; test -x .build-tsan/debug/tokenguard'
 stage "tests (unit, integration, end to end; any ThreadSanitizer report fails)" 1500 bash scripts/sanitize.sh thread
 # The README's main job must keep working: run it and compare with the expected verdict codes.
 # (Exit 1: some lines were rejected, as expected; anything else, a sanitizer report among them, fails.)

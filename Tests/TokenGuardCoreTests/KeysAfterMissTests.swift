@@ -1,6 +1,6 @@
-import Synchronization
 import Testing
 import TokenGuardCore
+import TokenGuardSync
 import TokenGuardTestSupport
 
 /// What the verifier asks of its key source after a miss.
@@ -9,8 +9,8 @@ struct KeysAfterMissTests {
     final class ArrivingKeys: KeySource {
         let keys: KeySet
         let unavailableReads: Int
-        let reads = Mutex(0)
-        let fetchesAskedFor = Mutex(0)
+        let reads = Locked(0)
+        let fetchesAskedFor = Locked(0)
 
         init(_ keys: KeySet, unavailableReads: Int) {
             self.keys = keys

@@ -8,6 +8,20 @@ package enum BinaryRunner {
         if let options = env["TOKENGUARD_CHILD_ASAN_OPTIONS"] { env["ASAN_OPTIONS"] = options }
     }
 
+    /// Copies a stopped child's log into `TOKENGUARD_SANITIZER_REPORTS` when a sanitizer reported in it
+    /// (scripts/sanitize.sh sets the folder and fails the run when anything is in it): a report the test never
+    /// looked at — a race while a server shuts down, or after its last request — still fails the run.
+    package static func keepSanitizerReport(
+        logPath: String, child: String, folder: String? = ProcessInfo.processInfo.environment["TOKENGUARD_SANITIZER_REPORTS"]
+    ) {
+        guard let folder, !folder.isEmpty, let log = try? String(contentsOfFile: logPath, encoding: .utf8),
+            log.contains("WARNING: ThreadSanitizer") || log.contains("ERROR: AddressSanitizer")
+        else { return }
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let name = "\(child)-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString).log"
+        try? log.write(toFile: URL(fileURLWithPath: folder).appendingPathComponent(name).path, atomically: true, encoding: .utf8)
+    }
+
     package struct Output {
         package let status: Int32
         package let stdout: String

@@ -7,6 +7,8 @@ package final class DevIdPProcess: @unchecked Sendable {
     // @unchecked Sendable: the process handle is set once in init and only read after.
     package let port: Int
     private let process: Process
+    /// Its output, read for a sanitizer's report once it has stopped, then removed.
+    private let logPath: String
 
     /// Starts the dev IdP and waits (bounded: 30 s, or until it exits) until it serves its JWKS; that answer is `jwks`.
     package private(set) var jwks: HTTPResponse?
@@ -16,8 +18,14 @@ package final class DevIdPProcess: @unchecked Sendable {
         process = Process()
         process.executableURL = try BinaryRunner.executable()
         process.arguments = ["dev-idp", "--listen", "127.0.0.1:\(port)", "--state-dir", stateDir]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        var env = ProcessInfo.processInfo.environment
+        BinaryRunner.applyChildSanitizerOptions(&env)
+        process.environment = env
+        logPath = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-dev-idp-\(port)-\(UUID().uuidString).log").path
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = logHandle
+        process.standardError = logHandle
         try process.run()
         let client = CurlHTTPClient()
         let deadline = Date().addingTimeInterval(30)
@@ -32,9 +40,13 @@ package final class DevIdPProcess: @unchecked Sendable {
     }
 
     package func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        guard FileManager.default.fileExists(atPath: logPath) else { return }
+        BinaryRunner.keepSanitizerReport(logPath: logPath, child: "dev-idp-\(port)")
+        try? FileManager.default.removeItem(atPath: logPath)
     }
 
     deinit { stop() }

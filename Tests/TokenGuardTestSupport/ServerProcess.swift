@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import TokenGuardCore
 import TokenGuardFetch
 import TokenGuardService
+import TokenGuardSync
 
 /// A real `tokenguard serve` process on a loopback port of its own, stopped by its pid.
 package final class ServerProcess: @unchecked Sendable {
@@ -12,6 +12,8 @@ package final class ServerProcess: @unchecked Sendable {
     package let logPath: String
     package var baseURL: String { "http://127.0.0.1:\(port)" }
     private let client: CurlHTTPClient
+    /// Whether the stopped server's log was looked at for a sanitizer's report (once).
+    private var logChecked = false
 
     /// Starts `tokenguard serve` with `arguments` after `serve` and waits (bounded) until `/healthz` answers; with
     /// `cpus` (a `taskset` list such as "0"), the process may run only on those CPUs.
@@ -163,6 +165,10 @@ package final class ServerProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        if !logChecked {
+            logChecked = true
+            BinaryRunner.keepSanitizerReport(logPath: logPath, child: "serve-\(port)")
+        }
     }
 }
 
@@ -170,7 +176,9 @@ package enum FreeLoopbackPort {
     /// Ports handed out in this test process. A port picked and released can be picked again before the server
     /// meant for it has bound it; with tests in parallel, two servers were then given one port, and a test talked to
     /// the other test's server (CI: a caller-keys test answered 200 by a server without caller keys).
-    private static let handedOut = Mutex<Set<Int>>([])
+    // Locked, not Synchronization.Mutex: ThreadSanitizer cannot see the latter (README, Sanitizers), and the
+    // end-to-end tests run in parallel under it.
+    private static let handedOut = Locked<Set<Int>>([])
 
     /// A port free on 127.0.0.1 now (see ``LoopbackPort``) and never handed out before in this process.
     package static func pick() throws -> Int {
