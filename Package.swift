@@ -1,18 +1,10 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-/// `TOKENGUARD_ASAN=1` (scripts/sanitize.sh address): tokenguard's own modules, and only they, built with
-/// AddressSanitizer and testability on top of the release build's dependencies, which keep their objects and are not
-/// rebuilt. Every allocation, free and memory copy in the process still goes through ASan's runtime.
-let ownModulesUnderASan = Context.environment["TOKENGUARD_ASAN"] == "1"
-let asanSettings: [SwiftSetting] = ownModulesUnderASan ? [.unsafeFlags(["-sanitize=address", "-enable-testing"])] : []
-let asanLinking: [LinkerSetting] = ownModulesUnderASan ? [.unsafeFlags(["-sanitize=address"])] : []
-
-let strictSettings: [SwiftSetting] =
-    [
-        .enableUpcomingFeature("ExistentialAny"),
-        .enableUpcomingFeature("MemberImportVisibility"),
-    ] + asanSettings
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
 
 /// The modules that call C: every unsafe construct must be marked `unsafe` and reviewed (SE-0458), and an
 /// unmarked one fails the build.
@@ -52,8 +44,7 @@ let package = Package(
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
 
         // A lock ThreadSanitizer can see (see Locked.swift); the only shared-state primitive the modules use.
-        // (Every product links it: the sanitizer's runtime is linked through it.)
-        .target(name: "TokenGuardSync", swiftSettings: memorySafeSettings, linkerSettings: asanLinking),
+        .target(name: "TokenGuardSync", swiftSettings: memorySafeSettings),
         // The only Swift module that imports COpenSSL.
         .target(
             name: "TokenGuardCrypto",

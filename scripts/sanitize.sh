@@ -13,16 +13,9 @@ case "$mode" in address|thread) ;; *) echo "usage: scripts/sanitize.sh address|t
 bash scripts/install-deps.sh >/dev/null
 scratch=".build-asan"; [ "$mode" = thread ] && scratch=".build-tsan"
 # AddressSanitizer runs on an optimised build: an escaping pointer that a debug build happens to keep alive (a
-# PEM read from freed memory did) only shows with -O. tokenguard's own modules are instrumented
-# and testable (TOKENGUARD_ASAN=1, Package.swift) and the dependencies are plain release builds: ASan's runtime still
-# checks every allocation, free and memory copy in the process, and the dependencies compile in half the time.
-# ThreadSanitizer instruments everything (a debug build): synchronisation in an uninstrumented module is invisible to
-# it, which would report races that are not there.
+# PEM read from freed memory did) only shows with -O. ThreadSanitizer stays on debug. Both instrument every module.
 config=(--sanitize="$mode")
-if [ "$mode" = address ]; then
-  export TOKENGUARD_ASAN=1
-  config=(-c release)
-fi
+if [ "$mode" = address ]; then config+=(-c release -Xswiftc -enable-testing); fi
 swift build "${config[@]}" --product tokenguardPackageTests --scratch-path "$scratch" 2>&1 | grep -E "error|Build" | tail -3
 # The tokenguard the tests start must be the instrumented one (a build that quietly lost the flags would pass).
 bin_dir=$(swift build "${config[@]}" --scratch-path "$scratch" --show-bin-path)
