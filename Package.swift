@@ -14,6 +14,11 @@ let memorySafeSettings: [SwiftSetting] =
         .treatWarning("StrictMemorySafety", as: .error),
     ]
 
+/// `TOKENGUARD_BENCH_PEERS=off` leaves the bench's jwt-kit peers (and jwt-kit's BoringSSL, about four minutes of a
+/// clean release build) out of the build: CI's smoke run of the bench sets it; `swift run -c release bench` does not.
+/// Only the bench target's dependencies and flags change, so every other module's build stays as it was.
+let benchPeers = Context.environment["TOKENGUARD_BENCH_PEERS"] != "off"
+
 let package = Package(
     name: "tokenguard",
     platforms: [.macOS(.v14)],
@@ -130,13 +135,14 @@ let package = Package(
                 "TokenGuardService", "TokenGuardBatch",
                 "TokenGuardCore", "TokenGuardCrypto", "TokenGuardServer", "TokenGuardFetch", "TokenGuardRedis", "TokenGuardSync", "COpenSSL", "CJWT",
                 "TokenGuardTestSupport",
-                .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
+            ] + (benchPeers ? [.product(name: "JWTKit", package: "jwt-kit")] : []),
             path: "Benchmarks/bench",
-            swiftSettings: strictSettings
+            exclude: benchPeers ? [] : ["JWTKitPeer.swift", "JWTKitServer.swift"],
+            swiftSettings: strictSettings + (benchPeers ? [.define("TOKENGUARD_BENCH_PEERS")] : [])
         ),
 
         // A verification loop for valgrind (scripts/leak-check.sh): a small target on top of the release build.

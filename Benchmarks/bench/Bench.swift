@@ -18,6 +18,8 @@ struct Report {
     var mode: String
     var measurements: [Measurement] = []
     var targets: [(key: String, value: Double, target: Double, met: Bool, note: String)] = []
+    /// Targets this run could not measure, with the reason: reported as such, never as a value of 0.
+    var unmeasuredTargets: [(key: String, target: Double, reason: String)] = []
     var notes: [String] = []
 
     mutating func add(_ section: String, _ name: String, _ value: Double, _ unit: String = "/s", ratio: (String, Double)? = nil) {
@@ -31,6 +33,8 @@ struct Report {
 
     static func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
 
+    mutating func unmeasured(_ key: String, _ target: Double, reason: String) { unmeasuredTargets.append((key, target, reason)) }
+
     func table() -> String {
         var lines = ["tokenguard bench (\(mode)) on \(ProcessInfo.processInfo.activeProcessorCount) cores", String(repeating: "-", count: 96)]
         for m in measurements {
@@ -42,6 +46,11 @@ struct Report {
             lines.append(
                 "target " + Self.pad(t.key, 32) + String(format: "%12.2f  (target %.2f)  ", t.value, t.target) + (t.met ? "met" : "MISSED")
                     + (t.note.isEmpty ? "" : "  \(t.note)"))
+        }
+        for t in unmeasuredTargets {
+            lines.append(
+                "target " + Self.pad(t.key, 32) + String(repeating: " ", count: 11) + String(format: "-  (target %.2f)  ", t.target)
+                    + "not measured  \(t.reason)")
         }
         return (lines + notes).joined(separator: "\n")
     }
@@ -65,6 +74,10 @@ struct Report {
         for t in targets {
             targetObject.set(t.key, .object(JSONObject([("value", .number(t.value)), ("target", .number(t.target)), ("met", .bool(t.met))])))
         }
+        for t in unmeasuredTargets {
+            targetObject.set(
+                t.key, .object(JSONObject([("value", .null), ("target", .number(t.target)), ("met", .null), ("reason", .string(t.reason))])))
+        }
         root.set("targets", .object(targetObject))
         root.set("notes", .array(notes.map(JSONValue.string)))
         return JSONWriter.string(.object(root))
@@ -78,6 +91,16 @@ struct Bench {
     }
 
     let quick: Bool
+
+    /// Whether this build has the jwt-kit peers (see `TOKENGUARD_BENCH_PEERS` in Package.swift).
+    static var peersBuilt: Bool {
+        #if TOKENGUARD_BENCH_PEERS
+            true
+        #else
+            false
+        #endif
+    }
+    static let peersLeftOut = "jwt-kit peers not built (TOKENGUARD_BENCH_PEERS=off)"
 
     /// How a `*_vs_floor` target was measured.
     static var pairedNote: String {
@@ -155,12 +178,16 @@ struct Bench {
 
         // Peers on the same tokens.
         var jwtkit: [String: Double] = [:]
-        for fixture in fixtures {
-            let peer = try await JWTKitPeer(fixture: fixture)
-            let rate = await Measure.rateAsync(seconds: seconds) { await peer.verify() }
-            jwtkit[fixture.name] = rate
-            report.add("peer", "jwt-kit 5 verify \(fixture.name)", rate, ratio: ("tokenguard/jwt-kit", (single[fixture.name] ?? 0) / rate))
-        }
+        #if TOKENGUARD_BENCH_PEERS
+            for fixture in fixtures {
+                let peer = try await JWTKitPeer(fixture: fixture)
+                let rate = await Measure.rateAsync(seconds: seconds) { await peer.verify() }
+                jwtkit[fixture.name] = rate
+                report.add("peer", "jwt-kit 5 verify \(fixture.name)", rate, ratio: ("tokenguard/jwt-kit", (single[fixture.name] ?? 0) / rate))
+            }
+        #else
+            report.notes.append(Self.peersLeftOut)
+        #endif
         var libjwtRS256 = 0.0
         for fixture in fixtures where fixture.name == "RS256" || fixture.name == "ES256" {
             let reference = LibJWTReference(publicKeyPEM: try fixture.key.signingKey.publicKeyPEM())
@@ -320,10 +347,14 @@ struct Bench {
                 "\(name.lowercased())_vs_openssl", pairedRatios[name] ?? ratio(single[name], limits[name]), goal,
                 note: "alternating batches with OpenSSL's verify")
         }
-        report.target("rs256_vs_jwtkit", ratio(single["RS256"], jwtkit["RS256"]), 1.5)
-        report.target("ps256_vs_jwtkit", ratio(single["PS256"], jwtkit["PS256"]), 1.5)
-        report.target("es256_vs_jwtkit", ratio(single["ES256"], jwtkit["ES256"]), 1.1)
-        report.target("eddsa_vs_jwtkit", ratio(single["EdDSA"], jwtkit["EdDSA"]), 0.95)
+        for (name, goal) in [("RS256", 1.5), ("PS256", 1.5), ("ES256", 1.1), ("EdDSA", 0.95)] {
+            let key = "\(name.lowercased())_vs_jwtkit"
+            if let peer = jwtkit[name] {
+                report.target(key, ratio(single[name], peer), goal)
+            } else {
+                report.unmeasured(key, goal, reason: Self.peersLeftOut)
+            }
+        }
         report.target("rs256_vs_libjwt", ratio(single["RS256"], libjwtRS256), 5)
         report.target("cache_hits_per_core", hits, 3_000_000)
         report.target("revocation_check_ns", 1e9 / lookups, 1000, higherIsBetter: false, note: "the in-memory lookup per verdict")
@@ -332,7 +363,11 @@ struct Bench {
         report.target("http_p99_ms_at_half_load", p99AtHalf, 1, higherIsBetter: false, note: "open-loop generator, full RS256 verify")
         report.target("http_cached_vs_floor", overFloor("POST /v1/verify RS256, cached"), 0.8, note: Self.pairedNote)
         report.target("http_full_vs_floor", overFloor("POST /v1/verify RS256, full"), 0.55, note: Self.pairedNote)
-        report.target("http_vs_jwtkit_server", ratio(httpRate("POST /v1/verify RS256, full"), httpRate("Hummingbird + jwt-kit")), 1.2)
+        if let peer = httpRate("Hummingbird + jwt-kit") {
+            report.target("http_vs_jwtkit_server", ratio(httpRate("POST /v1/verify RS256, full"), peer), 1.2)
+        } else {
+            report.unmeasured("http_vs_jwtkit_server", 1.2, reason: Self.peersLeftOut)
+        }
         if let verify = oneConnection("POST /v1/verify RS256, cached"), let floor = oneConnection("GET /healthz") {
             report.target(
                 "http_one_conn_overhead_us", (verify - floor) * 1000, 40, higherIsBetter: false, note: "verify p50 - /healthz p50, cache on")

@@ -196,9 +196,13 @@ do {
     } else if let config = option("--serve-child"), let port = arguments.last.flatMap(Int.init) {
         try await Children.serve(config: config, port: port)
     } else if let pem = option("--jwtkit-serve-child") {
-        let rest = Array(arguments.drop { $0 != "--jwtkit-serve-child" }.dropFirst(2))
-        guard rest.count == 4, let port = Int(rest[3]) else { throw RunnerError("--jwtkit-serve-child PEM KID ISSUER AUDIENCE PORT") }
-        try await JWTKitServer.serve(pemPath: pem, keyID: rest[0], issuer: rest[1], audience: rest[2], port: port)
+        #if TOKENGUARD_BENCH_PEERS
+            let rest = Array(arguments.drop { $0 != "--jwtkit-serve-child" }.dropFirst(2))
+            guard rest.count == 4, let port = Int(rest[3]) else { throw RunnerError("--jwtkit-serve-child PEM KID ISSUER AUDIENCE PORT") }
+            try await JWTKitServer.serve(pemPath: pem, keyID: rest[0], issuer: rest[1], audience: rest[2], port: port)
+        #else
+            throw RunnerError("this bench was built with TOKENGUARD_BENCH_PEERS=off: no jwt-kit server (\(pem))")
+        #endif
     } else if arguments.contains("--open-loop-child") {
         try OpenLoop.child(arguments: Array(arguments.drop { $0 != "--open-loop-child" }.dropFirst()))
     } else if let config = option("--batch-child") {

@@ -347,20 +347,83 @@ struct JWKSKeySourceTests {
         #expect(longError.message.utf8.count < 400, "\(longError.message.utf8.count) bytes")
     }
 
-    @Test("the background loop refreshes ahead of expiry")
+    /// The loop's waits are checked against the source's state as each one starts, on a test clock the sleeper moves
+    /// forward: no assertion depends on how fast a loaded machine schedules a timer (a wall-clock version of this
+    /// test once saw two fetches in 42 s under a parallel sanitizer run).
+    @Test(
+        "the background loop refreshes ahead of expiry (by 5–10 % of the TTL, at most a minute) and backs off after failures", .timeLimit(.minutes(3))
+    )
     func backgroundRefresh() async throws {
         let key = try SharedTestKeys.rsa()
         let idp = try IdP(keys: [key])
-        idp.setCacheControl("max-age=1")
+        // The TTL the IdP announces for the fetch after each successful one: 10 min, 2 h (the one-minute cap), 1 s.
+        let maxAges = ["max-age=600", "max-age=7200", "max-age=1", "max-age=600"]
+        idp.setCacheControl(maxAges[0])
+        let clock = TestClock(Double(Verifiers.now))
         var policy = KeyFetchPolicy()
         policy.minimumTTL = 1
-        let source = source(idp, policy: policy)
-        let loop = Task { await source.runRefreshLoop() }
-        defer { loop.cancel() }
-        let deadline = ContinuousClock.now + .seconds(40)
-        while idp.fetches < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(idp.fetches >= 3)
+        let initialBackoff = policy.initialBackoff
+        let source = source(idp, clock: clock, policy: policy)
+        final class Record: Sendable {
+            let aheadOfExpiry = Locked<[Double]>([])
+            let backoffs = Locked(0)
+            let problems = Locked<[String]>([])
+        }
+        let record = Record()
+        // Failed fetches (a loaded machine can time out every one for half a minute) are retried until this.
+        let deadline = ContinuousClock.now + .seconds(120)
+        await source.runRefreshLoop { delay in
+            let status = source.status
+            let successes = record.aheadOfExpiry.withLock { $0.count }
+            if status.consecutiveFailures == 0, let fetchedAt = status.fetchedAt, let expiresAt = status.expiresAt {
+                let lead = min((expiresAt - fetchedAt) * 0.1, 60)
+                let wake = clock.now + delay
+                if !(wake >= expiresAt - lead - 1e-6 && wake <= expiresAt - lead / 2 + 1e-6) {
+                    record.problems.withLock { $0.append("TTL \(expiresAt - fetchedAt) s: woke \(expiresAt - wake) s before expiry") }
+                }
+                record.aheadOfExpiry.withLock { $0.append(expiresAt - wake) }
+                idp.setCacheControl(maxAges[min(successes + 1, maxAges.count - 1)])
+            } else {
+                // A fetch that failed on a loaded machine (the client's timeout is 2 s): retried after the backoff.
+                if !(delay <= initialBackoff * 1.1 * Double(1 << min(status.consecutiveFailures, 8))) {
+                    record.problems.withLock { $0.append("backoff \(delay) s after \(status.consecutiveFailures) failures") }
+                }
+                record.backoffs.withLock { $0 += 1 }
+            }
+            clock.advance(delay)
+            if successes + 1 >= 4 || ContinuousClock.now > deadline { throw CancellationError() }
+        }
+        let leads = record.aheadOfExpiry.withLock { $0 }
+        #expect(record.problems.withLock { $0 } == [])
+        #expect(leads.count == 4, "refreshes after a success: \(leads.count), backoffs: \(record.backoffs.withLock { $0 })")
+        #expect(idp.fetches >= 4)
+        guard leads.count == 4 else { return }
+        #expect(leads[0] >= 30 && leads[0] <= 60)  // 10 % of 600 s, jittered down to half
+        #expect(leads[1] >= 30 && leads[1] <= 60)  // capped at a minute for a 2 h TTL
+        #expect(leads[2] >= 0.05 && leads[2] <= 0.1)  // 10 % of 1 s
+    }
+
+    @Test("a cancelled refresh loop stops during its wait and fetches no more", .timeLimit(.minutes(2)))
+    func refreshLoopStopsWhenCancelled() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let source = source(idp)
+        let waits = Locked(0)
+        // The service's own sleep, for an hour, whatever the first fetch gave (a loaded machine may time it out).
+        let loop = Task {
+            await source.runRefreshLoop { _ in
+                waits.withLock { $0 += 1 }
+                try await JWKSKeySource.sleep(3600)
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while waits.withLock({ $0 }) == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(waits.withLock { $0 } == 1)
+        let fetches = idp.fetches
         loop.cancel()
+        await loop.value  // returns: the wait ends at cancellation
+        #expect(waits.withLock { $0 } == 1)
+        #expect(idp.fetches == fetches)
     }
 }
 

@@ -186,25 +186,33 @@ package final class JWKSKeySource: KeySource {
     }
 
     /// Keeps the keys fresh until cancelled: refreshes ahead of expiry (with jitter) and retries failures with
-    /// backoff. Run it as a background task for the life of the service.
-    package func runRefreshLoop() async {
+    /// backoff. Run it as a background task for the life of the service. `sleep` waits the given seconds and throws
+    /// when cancelled (tests pass one that moves their clock instead).
+    package func runRefreshLoop(sleep: @Sendable (Double) async throws -> Void = JWKSKeySource.sleep) async {
         while !Task.isCancelled {
-            let now = clock.now
-            let delay: Double = state.withLock { state in
-                if state.failures > 0 || state.keys == nil { return max(0, state.nextAttemptAt - now) }
-                // Refresh ahead of expiry by up to 10 % of the TTL (at most a minute), jittered so a fleet spreads out.
-                let ttl = max(state.expiresAt - (state.fetchedAt ?? now), 1)
-                let ahead = min(ttl * 0.1, 60) * Double.random(in: 0.5...1)
-                return max(0, state.expiresAt - ahead - now)
-            }
+            let delay = nextRefreshDelay()
             if delay > 0 {
-                do { try await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9)) } catch { return }
+                do { try await sleep(min(delay, 86_400)) } catch { return }
             }
             await refresh()
             Gauge(label: "tokenguard_key_age_seconds", dimensions: [("provider", provider)])
                 .record(state.withLock { $0.fetchedAt.map { clock.now - $0 } ?? -1 })
         }
     }
+
+    /// Seconds until the next fetch: the backoff after a failure (or before any keys), else ahead of expiry by up to
+    /// 10 % of the TTL (at most a minute), jittered so a fleet spreads out.
+    package func nextRefreshDelay() -> Double {
+        let now = clock.now
+        return state.withLock { state in
+            if state.failures > 0 || state.keys == nil { return max(0, state.nextAttemptAt - now) }
+            let ttl = max(state.expiresAt - (state.fetchedAt ?? now), 1)
+            let ahead = min(ttl * 0.1, 60) * Double.random(in: 0.5...1)
+            return max(0, state.expiresAt - ahead - now)
+        }
+    }
+
+    package static func sleep(_ seconds: Double) async throws { try await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
 
     private func startFetch(_ state: inout State) -> Task<Result<KeySet, VerificationError>, Never> {
         let task = Task { await self.fetch() }
