@@ -18,7 +18,10 @@ struct BatchProgressTests {
             closed.withLock { $0 = verdicts }
         }
         // The close is waiting on item 1; meanwhile no claim gets through and a verdict without a claim is not kept.
-        try await Task.sleep(for: .milliseconds(200))
+        // Waited for as a state, not a pause: a loaded machine may not have run the closing task after any fixed delay.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while progress.isOpen && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(!progress.isOpen)
         #expect(closed.withLock { $0 } == nil, "closed before the claimed item recorded its verdict")
         #expect(!progress.holdClaim(2))
         progress.record(2, bytes("c"))

@@ -52,21 +52,26 @@ struct JWKSKeySourceTests {
         func setCacheControl(_ value: String?) { state.cacheControl.withLock { $0 = value } }
     }
 
-    /// Two seconds: the fake IdP's threads share two loaded cores with every other test (under a sanitizer too), so
-    /// an answer can take far longer than on an idle machine; the slow IdP below answers only after twice that.
-    static func client() -> CurlHTTPClient {
+    /// Ten seconds by default: the fake IdP's threads share two loaded cores with every other test (under a sanitizer
+    /// too), so an answer that must succeed can take far longer than on an idle machine. A test of the timeout itself
+    /// passes a short one and an IdP that answers only after twice that, so load can only make the timeout surer.
+    static func client(timeoutMilliseconds: Int = 10_000) -> CurlHTTPClient {
         var configuration = CurlHTTPClient.Configuration()
-        configuration.connectTimeoutMilliseconds = 2_000
-        configuration.totalTimeoutMilliseconds = 2_000
+        configuration.connectTimeoutMilliseconds = timeoutMilliseconds
+        configuration.totalTimeoutMilliseconds = timeoutMilliseconds
         return CurlHTTPClient(configuration: configuration)
     }
 
-    func source(_ idp: IdP, clock: TestClock? = nil, archive: KeyArchive? = nil, policy: KeyFetchPolicy = KeyFetchPolicy()) -> JWKSKeySource {
+    func source(
+        _ idp: IdP, clock: TestClock? = nil, archive: KeyArchive? = nil, policy: KeyFetchPolicy = KeyFetchPolicy(),
+        timeoutMilliseconds: Int = 10_000
+    ) -> JWKSKeySource {
+        let fetcher = Self.client(timeoutMilliseconds: timeoutMilliseconds)
         if let clock {
             return JWKSKeySource(
-                provider: "apple", location: .jwks(idp.url), fetcher: Self.client(), policy: policy, archive: archive, clock: WallClock { clock.now })
+                provider: "apple", location: .jwks(idp.url), fetcher: fetcher, policy: policy, archive: archive, clock: WallClock { clock.now })
         }
-        return JWKSKeySource(provider: "apple", location: .jwks(idp.url), fetcher: Self.client(), policy: policy, archive: archive)
+        return JWKSKeySource(provider: "apple", location: .jwks(idp.url), fetcher: fetcher, policy: policy, archive: archive)
     }
 
     func token(_ key: TestKey, issuedAt: Int64 = Verifiers.now) throws -> String {
@@ -160,12 +165,14 @@ struct JWKSKeySourceTests {
         let idp = try IdP(keys: [key])
         // Cold, failing: keys_unavailable.
         idp.fail(with: failure)
-        let cold = source(idp)
+        // The slow IdP answers after 4 s: a 2 s client times out.
+        let timeout = name == "slow" ? 2_000 : 10_000
+        let cold = source(idp, timeoutMilliseconds: timeout)
         #expect(await verify(cold, try token(key)).code == .keysUnavailable, "\(name)")
         #expect(cold.status.lastError != nil)
         // Warm, then failing: the last good keys stay in use.
         idp.fail(with: nil)
-        let warm = source(idp)
+        let warm = source(idp, timeoutMilliseconds: timeout)
         await warm.refresh()
         idp.fail(with: failure)
         if case .success = await warm.refresh() { Issue.record("\(name): refresh should fail") }

@@ -12,9 +12,9 @@ import TokenGuardTestSupport
 /// GitHub and classic Facebook Login tokens against real local servers speaking the providers' documented formats.
 struct OpaqueTokenTests {
     static let clientID = "Iv1.8a61f9b3a7aba766"
-    /// The inspection calls' timeout: the fake provider shares two loaded cores with every other test, so it is
-    /// generous; the slow provider answers only after twice that.
-    static let timeoutMilliseconds = 2_000
+    /// The inspection calls' timeout: the fake provider shares two loaded cores with every other test (a sanitizer's
+    /// parallel run among them), so it is generous; the slow provider answers only after twice that.
+    static let timeoutMilliseconds = 6_000
     static let clientSecret = "s3cr3t-github-client-secret-0123456789"
     static let appID = "1234567890"
     static let appSecret = "fb-app-secret-abcdef0123456789"
