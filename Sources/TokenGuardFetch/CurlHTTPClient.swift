@@ -92,7 +92,9 @@ package final class CurlHTTPClient: HTTPFetching {
         }
         guard code == CURLE_OK else { throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes) }
         let status = handle.responseCode()
-        if (300..<400).contains(status) {
+        // Only a status that sends the client elsewhere is a redirect; any other (304, 1xx, 999) reaches the caller,
+        // which accepts 200 alone, and is reported as the status it was.
+        if [301, 302, 303, 307, 308].contains(status) {
             throw FetchError(.redirect, "HTTP \(status): redirects are not followed")
         }
         return HTTPResponse(status: status, headers: state.headers, body: state.body)
@@ -104,7 +106,8 @@ package final class CurlHTTPClient: HTTPFetching {
         switch code {
         case CURLE_OPERATION_TIMEDOUT: return FetchError(.timeout, text)
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return FetchError(.connect, text)
-        case CURLE_TOO_MANY_REDIRECTS, CURLE_UNSUPPORTED_PROTOCOL: return FetchError(.redirect, text)
+        case CURLE_TOO_MANY_REDIRECTS: return FetchError(.redirect, text)
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT: return FetchError(.invalidURL, text)
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
             return FetchError(.tls, text)
         default: return FetchError(.transport, text)

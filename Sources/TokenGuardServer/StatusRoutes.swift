@@ -86,7 +86,10 @@ struct StatusRoutes: Sendable {
             let status = verifier.keySource.status
             ready = ready && status.usable
             var entry = JSONObject([("usable", .bool(status.usable))])
-            if !status.usable { entry.set("reason", .string(status.lastError ?? "no keys yet")) }
+            if !status.usable {
+                let reason = status.lastError ?? (status.fetchedAt == nil ? "no keys yet" : "the last good keys are older than max_stale_seconds")
+                entry.set("reason", .string(reason))
+            }
             providers.set(name, .object(entry))
         }
         var body = JSONObject([("ready", .bool(ready)), ("providers", .object(providers))])

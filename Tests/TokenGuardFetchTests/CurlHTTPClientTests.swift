@@ -86,13 +86,23 @@ struct CurlHTTPClientTests {
             }
         }
         let server = try FakeHTTPServer { request in
-            request.path == "/redirect" ? FakeHTTPServer.Response(status: 302, headers: [("Location", "/target")]) : .json("{}")
+            guard request.path.hasPrefix("/status/"), let status = Int(request.path.dropFirst("/status/".count)) else { return .json("{}") }
+            return FakeHTTPServer.Response(status: status, headers: [("Location", "/target")])
         }
-        do {
-            _ = try await Self.client().send(HTTPRequest(url: server.baseURL + "/redirect"))
-            Issue.record("a redirect must not be followed")
-        } catch {
-            #expect(error.kind == .redirect)
+        for status in [301, 302, 303, 307, 308] {
+            do {
+                _ = try await Self.client().send(HTTPRequest(url: server.baseURL + "/status/\(status)"))
+                Issue.record("a \(status) redirect must not be followed")
+            } catch {
+                #expect(error.kind == .redirect, "\(status): \(error)")
+            }
+        }
+        #expect(server.count("/target") == 0)
+        // Statuses that send nobody elsewhere are answered as what they are (the callers accept 200 alone), not
+        // reported as redirects.
+        for status in [300, 304, 399, 418, 599] {
+            let response = try await Self.client().send(HTTPRequest(url: server.baseURL + "/status/\(status)"))
+            #expect(response.status == status)
         }
         #expect(server.count("/target") == 0)
     }

@@ -36,7 +36,6 @@ struct ForwardAuthE2ETests {
             "tokenguard.yaml",
             """
             replay: { store: memory }
-            keys: { max_stale_seconds: 0 }
             \(callerKeys ? "server: { caller_keys_env: TG_CALLER_KEYS }" : "")
             providers:
               apple:

@@ -207,6 +207,10 @@ struct JWKSKeySourceTests {
         let clock = TestClock(1_767_222_000)
         for (header, expected) in [
             ("public, max-age=600", 600.0), ("max-age=5", 300), ("max-age=99999999", 86_400), (nil, 86_400), ("no-store", 300),
+            ("max-age=9999999999999999999999", 86_400), ("private, max-age=\"3600\"", 3600),
+            // Invalid freshness is stale (the minimum), never the longest TTL; of two, the shorter.
+            ("max-age=-1", 300), ("max-age=abc", 300), ("max-age=1.5", 300), ("max-age=0x10", 300), ("max-age=", 300),
+            ("max-age=+7200", 300), ("max-age=7200, max-age=600", 600), ("max-age=600, max-age=7200", 600),
         ] {
             idp.setCacheControl(header)
             let source = source(idp, clock: clock)
@@ -246,6 +250,24 @@ struct JWKSKeySourceTests {
         let restarted = source(idp, archive: try KeyArchive(path: archive.path))
         #expect(restarted.currentKeys().isSuccess, "archived keys usable at once")
         #expect(await verify(restarted, try token(key)).verdict != nil)
+    }
+
+    @Test("the archive keeps each provider's 1,000 most recently seen key versions, however many an IdP publishes")
+    func archiveIsBounded() throws {
+        let workspace = try TempWorkspace()
+        let archive = try KeyArchive(path: workspace.url.appendingPathComponent("keys.sqlite").path)
+        let other = try KeySet.parse(jwks: Array(try SharedTestKeys.jwks([try SharedTestKeys.p256()]).utf8)).keys
+        try archive.record(provider: "other", keys: other, seenAt: 1_767_000_000)
+        // 1,020 new Ed25519 keys, 20 per fetch, each fetch a second later.
+        for fetch in 0..<51 {
+            let keys = try (0..<20).map { try TestKey(.ed25519, keyID: "k\(fetch * 20 + $0)") }
+            let set = try KeySet.parse(jwks: Array(try SharedTestKeys.jwks(keys).utf8))
+            try archive.record(provider: "flood", keys: set.keys, seenAt: 1_767_000_000 + Int64(fetch))
+        }
+        let kept = Set(try archive.entries(provider: "flood").map(\.keyID))
+        #expect(kept.count == KeyArchive.maximumKeysPerProvider)
+        #expect(!kept.contains("k0") && !kept.contains("k19") && kept.contains("k20") && kept.contains("k1019"), "the oldest fetch's keys go first")
+        #expect(try archive.entries(provider: "other").count == 1, "another provider's keys are untouched")
     }
 
     @Test("a corrupt archive file is reported and refused; verification goes on without it")
@@ -354,60 +376,140 @@ struct JWKSKeySourceTests {
         #expect(longError.message.utf8.count < 400, "\(longError.message.utf8.count) bytes")
     }
 
-    /// The loop's waits are checked against the source's state as each one starts, on a test clock the sleeper moves
-    /// forward: no assertion depends on how fast a loaded machine schedules a timer (a wall-clock version of this
-    /// test once saw two fetches in 42 s under a parallel sanitizer run).
+    /// The loop runs on a test clock that only its sleeper moves, so each fetch's moment is exact and no assertion
+    /// depends on how fast a loaded machine schedules a timer (a wall-clock version of this test once saw two fetches
+    /// in 42 s under a parallel sanitizer run). A fetch that fails on a loaded machine is retried and not judged.
     @Test(
-        "the background loop refreshes ahead of expiry (by 5–10 % of the TTL, at most a minute) and backs off after failures", .timeLimit(.minutes(3))
-    )
+        "the background loop refreshes ahead of expiry (by 5–10 % of the TTL, at most a minute), in waits of at most 5 s",
+        .timeLimit(.minutes(3)))
     func backgroundRefresh() async throws {
         let key = try SharedTestKeys.rsa()
         let idp = try IdP(keys: [key])
-        // The TTL the IdP announces for the fetch after each successful one: 10 min, 2 h (the one-minute cap), 1 s.
-        let maxAges = ["max-age=600", "max-age=7200", "max-age=1", "max-age=600"]
-        idp.setCacheControl(maxAges[0])
+        // The TTL announced by each successive fetch: 10 min, 2 h (the one-minute cap), 1 s, 10 min.
+        let maxAges: [Double] = [600, 7200, 1, 600]
+        idp.setCacheControl("max-age=600")
         let clock = TestClock(Double(Verifiers.now))
         var policy = KeyFetchPolicy()
         policy.minimumTTL = 1
-        let initialBackoff = policy.initialBackoff
         let source = source(idp, clock: clock, policy: policy)
         final class Record: Sendable {
-            let aheadOfExpiry = Locked<[Double]>([])
-            let backoffs = Locked(0)
+            /// Each successful fetch's moment, and whether a failure came before it since the previous success.
+            let fetches = Locked<[(at: Double, afterFailure: Bool)]>([])
+            let failedSinceLast = Locked(false)
             let problems = Locked<[String]>([])
         }
         let record = Record()
-        // Failed fetches (a loaded machine can time out every one for half a minute) are retried until this.
         let deadline = ContinuousClock.now + .seconds(120)
         await source.runRefreshLoop { delay in
             let status = source.status
-            let successes = record.aheadOfExpiry.withLock { $0.count }
-            if status.consecutiveFailures == 0, let fetchedAt = status.fetchedAt, let expiresAt = status.expiresAt {
-                let lead = min((expiresAt - fetchedAt) * 0.1, 60)
-                let wake = clock.now + delay
-                if !(wake >= expiresAt - lead - 1e-6 && wake <= expiresAt - lead / 2 + 1e-6) {
-                    record.problems.withLock { $0.append("TTL \(expiresAt - fetchedAt) s: woke \(expiresAt - wake) s before expiry") }
+            if delay > JWKSKeySource.recheckSeconds { record.problems.withLock { $0.append("a wait of \(delay) s") } }
+            if status.consecutiveFailures > 0 { record.failedSinceLast.withLock { $0 = true } }
+            if let fetchedAt = status.fetchedAt, status.consecutiveFailures == 0, record.fetches.withLock({ $0.last?.at != fetchedAt }) {
+                let afterFailure = record.failedSinceLast.withLock { value in
+                    defer { value = false }
+                    return value
                 }
-                record.aheadOfExpiry.withLock { $0.append(expiresAt - wake) }
-                idp.setCacheControl(maxAges[min(successes + 1, maxAges.count - 1)])
-            } else {
-                // A fetch that failed on a loaded machine (the client's timeout is 2 s): retried after the backoff.
-                if !(delay <= initialBackoff * 1.1 * Double(1 << min(status.consecutiveFailures, 8))) {
-                    record.problems.withLock { $0.append("backoff \(delay) s after \(status.consecutiveFailures) failures") }
+                let count = record.fetches.withLock { fetches in
+                    fetches.append((fetchedAt, afterFailure))
+                    return fetches.count
                 }
-                record.backoffs.withLock { $0 += 1 }
+                idp.setCacheControl("max-age=\(Int(maxAges[min(count, maxAges.count - 1)]))")
+                if count >= 4 || ContinuousClock.now > deadline { throw CancellationError() }
             }
             clock.advance(delay)
-            if successes + 1 >= 4 || ContinuousClock.now > deadline { throw CancellationError() }
         }
-        let leads = record.aheadOfExpiry.withLock { $0 }
+        let fetches = record.fetches.withLock { $0 }
         #expect(record.problems.withLock { $0 } == [])
-        #expect(leads.count == 4, "refreshes after a success: \(leads.count), backoffs: \(record.backoffs.withLock { $0 })")
-        #expect(idp.fetches >= 4)
-        guard leads.count == 4 else { return }
-        #expect(leads[0] >= 30 && leads[0] <= 60)  // 10 % of 600 s, jittered down to half
-        #expect(leads[1] >= 30 && leads[1] <= 60)  // capped at a minute for a 2 h TTL
-        #expect(leads[2] >= 0.05 && leads[2] <= 0.1)  // 10 % of 1 s
+        #expect(fetches.count == 4, "successful fetches: \(fetches.count)")
+        var judged = 0
+        for index in 1..<fetches.count where !fetches[index].afterFailure {
+            let ttl = maxAges[index - 1]
+            let lead = min(ttl * 0.1, 60)
+            let refreshedAfter = fetches[index].at - fetches[index - 1].at
+            #expect(
+                refreshedAfter >= max(ttl - lead, 1) - 1e-6 && refreshedAfter <= max(ttl - lead / 2, 1) + 1e-6,
+                "TTL \(ttl) s: refreshed after \(refreshedAfter) s")
+            judged += 1
+        }
+        #expect(judged >= 2, "refreshes judged: \(judged) of \(fetches.count - 1)")
+    }
+
+    @Test("the refresh plan: no later than half the maximum stale age, never sooner than a second apart")
+    func refreshPlan() throws {
+        var policy = KeyFetchPolicy()
+        policy.maximumStaleAge = 1000
+        let source = JWKSKeySource(provider: "apple", location: .jwks("https://127.0.0.1/jwks"), fetcher: Self.client(), policy: policy)
+        // A day's TTL with 1000 s of stale tolerance: refreshed at 500 s, so an outage then leaves 500 s of keys.
+        #expect(source.refreshTime(fetchedAt: 10_000, ttl: 86_400, jitter: 0.5) == 10_500)
+        // A TTL of 0 (no-store with a minimum TTL of 0): a second apart, not a busy loop.
+        #expect(source.refreshTime(fetchedAt: 10_000, ttl: 0, jitter: 1) == 10_001)
+        policy.maximumStaleAge = 0
+        let noStale = JWKSKeySource(provider: "apple", location: .jwks("https://127.0.0.1/jwks"), fetcher: Self.client(), policy: policy)
+        #expect(noStale.refreshTime(fetchedAt: 10_000, ttl: 3600, jitter: 0) == 10_001)
+        // Otherwise ahead of expiry by 5–10 % of the TTL, at most a minute.
+        let plain = JWKSKeySource(provider: "apple", location: .jwks("https://127.0.0.1/jwks"), fetcher: Self.client())
+        #expect(plain.refreshTime(fetchedAt: 0, ttl: 600, jitter: 0) == 570)
+        #expect(plain.refreshTime(fetchedAt: 0, ttl: 600, jitter: 1) == 540)
+        #expect(plain.refreshTime(fetchedAt: 0, ttl: 7200, jitter: 1) == 7140)
+    }
+
+    @Test("max_stale_seconds under a minute is refused: keys unusable a second after every fetch, refetched every second")
+    func maximumStaleAgeRange() throws {
+        for value in ["0", "1", "59", "-1"] {
+            #expect(throws: ConfigError.self, "\(value)") { try Configuration.parse(yaml: "keys: { max_stale_seconds: \(value) }\n") }
+        }
+        #expect(try Configuration.parse(yaml: "keys: { max_stale_seconds: 60 }\n").keyFetch.maximumStaleAge == 60)
+    }
+
+    /// Fetches made for an unknown `kid` change the plan: the loop reads it again after each short wait.
+    @Test("the loop follows a shorter TTL learned by another fetch, and retries another fetch's failure with backoff", .timeLimit(.minutes(3)))
+    func loopFollowsOtherFetches() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        idp.setCacheControl("max-age=3600")
+        let clock = TestClock(Double(Verifiers.now))
+        var policy = KeyFetchPolicy()
+        policy.minimumTTL = 1
+        let source = source(idp, clock: clock, policy: policy)
+        let step = Locked(0)
+        let marks = Locked<[String: Double]>([:])
+        let deadline = ContinuousClock.now + .seconds(120)
+        await source.runRefreshLoop { delay in
+            let fetches = idp.fetches
+            switch step.withLock({ $0 }) {
+            case 0 where fetches == 1:
+                // After the loop's first fetch (an hour's TTL), a fetch elsewhere learns a minute's.
+                idp.setCacheControl("max-age=60")
+                await source.refresh()
+                marks.withLock { $0["short TTL learned"] = clock.now }
+                step.withLock { $0 = 1 }
+            case 1 where fetches == 3:
+                // The loop fetched again within that minute; now a fetch elsewhere fails.
+                marks.withLock { $0["loop refetched"] = clock.now }
+                idp.fail(with: FakeHTTPServer.Response(status: 500))
+                await source.refresh()
+                idp.fail(with: nil)
+                marks.withLock { $0["failed elsewhere"] = clock.now }
+                step.withLock { $0 = 2 }
+                return  // no time passes: the loop plans again from the failure
+
+            case 2 where fetches == 5:
+                marks.withLock { $0["retried"] = clock.now }
+                throw CancellationError()
+            default:
+                if ContinuousClock.now > deadline { throw CancellationError() }
+            }
+            clock.advance(delay)
+        }
+        let seen = marks.withLock { $0 }
+        guard let learned = seen["short TTL learned"], let refetched = seen["loop refetched"], let failed = seen["failed elsewhere"],
+            let retried = seen["retried"]
+        else {
+            Issue.record("steps reached: \(seen.keys.sorted()), fetches \(idp.fetches)")
+            return
+        }
+        #expect(refetched - learned >= 54 && refetched - learned <= 57 + 1e-6, "\(refetched - learned) s after the minute's TTL")
+        #expect(retried - failed >= 0.9 && retried - failed <= 1.1 + 1e-6, "retried \(retried - failed) s after the failure")
     }
 
     @Test("a cancelled refresh loop stops during its wait and fetches no more", .timeLimit(.minutes(2)))

@@ -252,7 +252,7 @@ extension Configuration {
             if let value = fields["min_ttl_seconds"] { policy.minimumTTL = Double(try value.int(in: 0...604_800)) }
             if let value = fields["max_ttl_seconds"] { policy.maximumTTL = Double(try value.int(in: 1...604_800)) }
             if let value = fields["refetch_cooldown_seconds"] { policy.unknownKeyCooldown = Double(try value.int(in: 0...86_400)) }
-            if let value = fields["max_stale_seconds"] { policy.maximumStaleAge = Double(try value.int(in: 0...2_592_000)) }
+            if let value = fields["max_stale_seconds"] { policy.maximumStaleAge = Double(try value.int(in: 60...2_592_000)) }
             guard policy.minimumTTL <= policy.maximumTTL else { throw ConfigError(keys.key, "min_ttl_seconds must not exceed max_ttl_seconds") }
             configuration.keyFetch = policy
         }

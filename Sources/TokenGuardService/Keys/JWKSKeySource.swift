@@ -44,6 +44,8 @@ package final class JWKSKeySource: KeySource {
         var keys: KeySet? { didSet { historical = nil } }
         var fetchedAt: Double?
         var expiresAt: Double = 0
+        /// When the background loop fetches next after a success (see ``refreshTime(fetchedAt:ttl:jitter:)``).
+        var refreshAt: Double = 0
         var lastError: String?
         var failures = 0
         var nextAttemptAt: Double = 0
@@ -188,11 +190,15 @@ package final class JWKSKeySource: KeySource {
     /// Keeps the keys fresh until cancelled: refreshes ahead of expiry (with jitter) and retries failures with
     /// backoff. Run it as a background task for the life of the service. `sleep` waits the given seconds and throws
     /// when cancelled (tests pass one that moves their clock instead).
+    ///
+    /// The plan is read again after every wait of at most ``recheckSeconds``: a fetch made meanwhile for an unknown
+    /// `kid` may have brought a shorter TTL, or failed and so need retrying with backoff.
     package func runRefreshLoop(sleep: @Sendable (Double) async throws -> Void = JWKSKeySource.sleep) async {
         while !Task.isCancelled {
             let delay = nextRefreshDelay()
             if delay > 0 {
-                do { try await sleep(min(delay, 86_400)) } catch { return }
+                do { try await sleep(min(delay, Self.recheckSeconds)) } catch { return }
+                continue
             }
             await refresh()
             Gauge(label: "tokenguard_key_age_seconds", dimensions: [("provider", provider)])
@@ -200,16 +206,29 @@ package final class JWKSKeySource: KeySource {
         }
     }
 
-    /// Seconds until the next fetch: the backoff after a failure (or before any keys), else ahead of expiry by up to
-    /// 10 % of the TTL (at most a minute), jittered so a fleet spreads out.
+    package static let recheckSeconds: Double = 5
+    /// Background fetches are at least this far apart after a success, whatever the TTL (`no-store` with a minimum
+    /// TTL of 0, or a maximum stale age of 0, would otherwise fetch without pause).
+    package static let minimumRefreshInterval: Double = 1
+
+    /// Seconds until the background loop should fetch: at once before any keys, the backoff after a failure, else
+    /// until the time planned at the last success.
     package func nextRefreshDelay() -> Double {
         let now = clock.now
         return state.withLock { state in
             if state.failures > 0 || state.keys == nil { return max(0, state.nextAttemptAt - now) }
-            let ttl = max(state.expiresAt - (state.fetchedAt ?? now), 1)
-            let ahead = min(ttl * 0.1, 60) * Double.random(in: 0.5...1)
-            return max(0, state.expiresAt - ahead - now)
+            return max(0, state.refreshAt - now)
         }
+    }
+
+    /// When to fetch after a success at `fetchedAt` with `ttl`: ahead of expiry by 5–10 % of the TTL (at most a
+    /// minute; `jitter` in 0...1 spreads a fleet), and no later than half the maximum stale age, so that an outage
+    /// starting then still leaves the keys usable for at least the other half; never sooner than
+    /// ``minimumRefreshInterval``.
+    package func refreshTime(fetchedAt: Double, ttl: Double, jitter: Double) -> Double {
+        let ahead = min(ttl * 0.1, 60) * (0.5 + 0.5 * jitter)
+        let planned = min(fetchedAt + ttl - ahead, fetchedAt + policy.maximumStaleAge / 2)
+        return max(planned, fetchedAt + Self.minimumRefreshInterval)
     }
 
     package static func sleep(_ seconds: Double) async throws { try await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
@@ -272,6 +291,7 @@ package final class JWKSKeySource: KeySource {
             state.keys = keySet
             state.fetchedAt = now
             state.expiresAt = now + ttl
+            state.refreshAt = refreshTime(fetchedAt: now, ttl: ttl, jitter: Double.random(in: 0...1))
             state.lastError = nil
             state.failures = 0
             state.nextAttemptAt = 0
@@ -425,6 +445,7 @@ package final class JWKSKeySource: KeySource {
                     state.keys = KeySet(keys: keys)
                     state.fetchedAt = Double(lastSeen)
                     state.expiresAt = now  // refresh at once; these serve only until the first fetch succeeds
+                    state.refreshAt = now
                 }
                 logger.info("using archived keys until the first fetch", metadata: ["keys": "\(keys.count)", "last_seen": "\(lastSeen)"])
             }

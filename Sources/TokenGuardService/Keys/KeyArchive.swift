@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import TokenGuardCore
 
-/// Every key ever fetched, per provider, in SQLite (the embedded default; contract: `key_archive`).
+/// The keys fetched, per provider, in SQLite (the embedded default; contract: `key_archive`): every key version, up to
+/// the 1,000 most recently seen per provider.
 ///
 /// Serves two things: restarting during an IdP outage (keys seen recently are usable until the first fetch
 /// succeeds) and verifying logged tokens as of a past time (`at`), with keys that have since been rotated out.
@@ -64,6 +65,7 @@ package final class KeyArchive: Sendable {
     }
 
     /// Records that `keys` were published by `provider` at `seenAt` (Unix seconds).
+    /// Keeps the ``maximumKeysPerProvider`` most recently seen versions of each provider's keys.
     package func record(provider: String, keys: [VerificationKey], seenAt: Int64) throws {
         try database.write { db in
             for key in keys {
@@ -74,8 +76,17 @@ package final class KeyArchive: Sendable {
                         """,
                     arguments: [provider, key.keyID ?? "", key.thumbprint, JSONWriter.string(.object(key.jwk)), seenAt, seenAt])
             }
+            try db.execute(
+                sql: """
+                    DELETE FROM keys WHERE provider = ? AND (kid, thumbprint) NOT IN
+                    (SELECT kid, thumbprint FROM keys WHERE provider = ? ORDER BY last_seen DESC, first_seen DESC LIMIT ?)
+                    """, arguments: [provider, provider, Self.maximumKeysPerProvider])
         }
     }
+
+    /// An IdP that publishes new keys on every fetch must not grow the archive, nor the retired keys each fetch
+    /// re-reads into memory, without end; a real provider rotates a few keys a year.
+    package static let maximumKeysPerProvider = 1_000
 
     /// Every archived key of `provider`, optionally only those last seen at or after `since`.
     package func entries(provider: String, lastSeenSince since: Int64 = 0) throws -> [Entry] {

@@ -25,6 +25,8 @@ package struct KeyFetchPolicy: Sendable, Equatable {
     }
 
     /// `max-age` from a Cache-Control header; `no-store`/`no-cache` count as 0 (then clamped up to the minimum).
+    /// A `max-age` that is not a plain decimal number counts as 0 too (RFC 9111 §4.2.1: invalid freshness information
+    /// is stale), not as no header (which would mean the longest TTL); of several, the shortest counts.
     static func maxAge(_ header: String) -> Int? {
         var result: Int? = nil
         for directive in ASCII.lowercased(header).split(separator: ",") {
@@ -32,9 +34,14 @@ package struct KeyFetchPolicy: Sendable, Equatable {
             if trimmed == "no-store" || trimmed == "no-cache" { return 0 }
             if trimmed.hasPrefix("max-age=") {
                 let value = trimmed.dropFirst("max-age=".count).trimmingCharacters(in: "\"")
-                // Cap before converting so a huge value cannot trap.
-                guard value.count <= 12, let seconds = Int(value), seconds >= 0 else { continue }
-                result = seconds
+                let seconds: Int
+                if value.isEmpty || !value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+                    seconds = 0
+                } else {
+                    // Capped before converting so a huge value cannot trap (it is clamped to the maximum TTL anyway).
+                    seconds = value.utf8.count <= 12 ? Int(value) ?? 0 : 999_999_999_999
+                }
+                result = min(result ?? seconds, seconds)
             }
         }
         return result
