@@ -90,7 +90,10 @@ package final class CurlHTTPClient: HTTPFetching {
             }
             return unsafe curl_easy_perform(handle.raw)
         }
-        guard code == CURLE_OK else { throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes) }
+        guard code == CURLE_OK else {
+            if state.tooManyHeaders { throw FetchError(.tooLarge, "more than \(TransferState.maximumHeaders) response header lines") }
+            throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes)
+        }
         let status = handle.responseCode()
         // Only a status that sends the client elsewhere is a redirect; any other (304, 1xx, 999) reaches the caller,
         // which accepts 200 alone, and is reported as the status it was.

@@ -8,6 +8,10 @@ final class TransferState {
     var body: [UInt8] = []
     var headers: [(String, String)] = []
     var exceeded = false
+    /// More header lines than ``maximumHeaders``: the transfer was aborted rather than read with some left out (a
+    /// dropped `Cache-Control: no-store` would mean the longest TTL).
+    var tooManyHeaders = false
+    static let maximumHeaders = 200
 
     init(maximumBytes: Int) { self.maximumBytes = maximumBytes }
 }
@@ -38,7 +42,11 @@ let curlHeaderCallback: curl_write_callback = { data, size, count, userdata in
     }
     if line.hasPrefix("HTTP/") {
         state.headers.removeAll()
-    } else if let colon = line.firstIndex(of: ":"), state.headers.count < 200 {
+    } else if let colon = line.firstIndex(of: ":") {
+        guard state.headers.count < TransferState.maximumHeaders else {
+            state.tooManyHeaders = true
+            return 0
+        }
         let name = ASCII.lowercased(String(line[..<colon]))
         let value = line[line.index(after: colon)...].trimmingWhitespace()
         state.headers.append((name, value))

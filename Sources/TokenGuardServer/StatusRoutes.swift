@@ -87,7 +87,11 @@ struct StatusRoutes: Sendable {
             ready = ready && status.usable
             var entry = JSONObject([("usable", .bool(status.usable))])
             if !status.usable {
-                let reason = status.lastError ?? (status.fetchedAt == nil ? "no keys yet" : "the last good keys are older than max_stale_seconds")
+                // Stale keys say so first: the last error may be an hour old, and the IdP back since.
+                let reason =
+                    status.fetchedAt == nil
+                    ? status.lastError ?? "no keys yet"
+                    : "the last good keys are older than max_stale_seconds" + (status.lastError.map { "; last error: \($0)" } ?? "")
                 entry.set("reason", .string(reason))
             }
             providers.set(name, .object(entry))

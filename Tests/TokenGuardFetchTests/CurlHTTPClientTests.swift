@@ -107,6 +107,22 @@ struct CurlHTTPClientTests {
         #expect(server.count("/target") == 0)
     }
 
+    @Test("a response with more header lines than are kept fails as too large, rather than read with some left out")
+    func tooManyHeaders() async throws {
+        let server = try FakeHTTPServer { request in
+            let count = Int(request.path.dropFirst()) ?? 0
+            return FakeHTTPServer.Response(headers: (0..<count).map { ("X-Padding-\($0)", "x") } + [("Cache-Control", "no-store")])
+        }
+        let kept = try await Self.client().send(HTTPRequest(url: server.baseURL + "/150"))
+        #expect(kept.header("cache-control") == "no-store")
+        do {
+            _ = try await Self.client().send(HTTPRequest(url: server.baseURL + "/250"))
+            Issue.record("a response with 250 header lines must be refused")
+        } catch {
+            #expect(error.kind == .tooLarge, "\(error)")
+        }
+    }
+
     @Test("concurrent requests all complete (handles reused across the worker threads)")
     func concurrent() async throws {
         let server = try FakeHTTPServer { _ in .json("{\"ok\":true}") }

@@ -38,7 +38,9 @@ struct JWKSKeySourceTests {
             self.state = state
             server = try FakeHTTPServer { _ in
                 if let override = state.mode.withLock({ $0 }) { return override }
-                return .json(state.jwks.withLock { $0 }, headers: state.cacheControl.withLock { $0 }.map { [("Cache-Control", $0)] } ?? [])
+                // A "\n" in the value sends it as several Cache-Control lines.
+                let cacheControl = state.cacheControl.withLock { $0 }.map { $0.split(separator: "\n").map { ("Cache-Control", String($0)) } }
+                return .json(state.jwks.withLock { $0 }, headers: cacheControl ?? [])
             }
         }
 
@@ -211,6 +213,11 @@ struct JWKSKeySourceTests {
             // Invalid freshness is stale (the minimum), never the longest TTL; of two, the shorter.
             ("max-age=-1", 300), ("max-age=abc", 300), ("max-age=1.5", 300), ("max-age=0x10", 300), ("max-age=", 300),
             ("max-age=+7200", 300), ("max-age=7200, max-age=600", 600), ("max-age=600, max-age=7200", 600),
+            ("max-age", 300), ("max-age = 600", 600), ("max-age =600", 600), ("max-age=00000000000000000600", 600),
+            ("max-age=000000000000", 300),
+            // Several lines are one list (RFC 9110 §5.3): a line a CDN adds hides nothing.
+            ("no-store\nmax-age=5000", 300), ("max-age=5000\nno-store", 300), ("max-age=600\nmax-age=5000", 600),
+            ("max-age=5000\nprivate", 5000), ("public\nmax-age=600", 600),
         ] {
             idp.setCacheControl(header)
             let source = source(idp, clock: clock)
@@ -451,6 +458,47 @@ struct JWKSKeySourceTests {
         #expect(plain.refreshTime(fetchedAt: 0, ttl: 600, jitter: 0) == 570)
         #expect(plain.refreshTime(fetchedAt: 0, ttl: 600, jitter: 1) == 540)
         #expect(plain.refreshTime(fetchedAt: 0, ttl: 7200, jitter: 1) == 7140)
+    }
+
+    @Test("retries back off up to 5 min while the keys in hand are usable, never past when they go stale; 30 s without")
+    func retryDelays() throws {
+        let source = JWKSKeySource(provider: "apple", location: .jwks("https://127.0.0.1/jwks"), fetcher: Self.client())
+        for failures in 1...12 {
+            let plain = source.retryDelay(failures: failures, usableUntil: 1_000_000, now: 0)
+            let expected = min(pow(2, Double(failures - 1)), 300)
+            #expect(plain >= expected * 0.9 && plain <= expected * 1.1, "\(failures): \(plain)")
+            // The keys go stale in 20 s: retried then, however long the backoff (the IdP may be back, and
+            // every verification would fail until the retry).
+            #expect(source.retryDelay(failures: failures, usableUntil: 20, now: 0) <= 20)
+            #expect(source.retryDelay(failures: failures, usableUntil: 0, now: 0) <= 1.1)
+            // Nothing usable: at most 30 s (±10 %), so a recovered IdP is noticed within that.
+            let none = source.retryDelay(failures: failures, usableUntil: nil, now: 0)
+            #expect(none <= 33 && none >= min(expected, 27) * 0.9, "\(failures): \(none)")
+        }
+    }
+
+    @Test("a failure when the keys are about to go stale is retried as they do; without usable keys within 33 s")
+    func retryAtStaleness() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let clock = TestClock(1_767_222_000)
+        var policy = KeyFetchPolicy()
+        policy.maximumStaleAge = 60
+        let source = source(idp, clock: clock, policy: policy)
+        #expect(source.status.usable == false)
+        await source.refresh()
+        idp.fail(with: FakeHTTPServer.Response(status: 503))
+        for _ in 0..<8 {
+            clock.advance(5)
+            await source.refresh()
+        }
+        // 40 s after the success with 8 failures (a 128 s backoff): retried when the keys go stale, 20 s on.
+        let delay = source.nextRefreshDelay()
+        #expect(delay <= 20.001 && delay >= 19.999, "\(delay)")
+        clock.advance(21)
+        await source.refresh()
+        #expect(source.status.usable == false)
+        #expect(source.nextRefreshDelay() <= 33)
     }
 
     @Test("max_stale_seconds under a minute is refused: keys unusable a second after every fetch, refetched every second")

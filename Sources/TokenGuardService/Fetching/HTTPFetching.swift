@@ -43,6 +43,14 @@ package struct HTTPResponse: Sendable {
         let lower = ASCII.lowercased(name)
         return headers.last { $0.0.sameBytes(as: lower) }?.1
     }
+
+    /// Every value of a list-valued header, joined with commas as RFC 9110 §5.3 combines repeated lines (a CDN's
+    /// added `Cache-Control: public` line must not hide the origin's `no-store`); nil when absent.
+    package func combinedHeader(_ name: String) -> String? {
+        let lower = ASCII.lowercased(name)
+        let values = headers.filter { $0.0.sameBytes(as: lower) }.map(\.1)
+        return values.isEmpty ? nil : values.joined(separator: ", ")
+    }
 }
 
 /// Why an outbound call produced no response. Always an outage to the verifier, never a token fault.

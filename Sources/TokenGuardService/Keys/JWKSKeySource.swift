@@ -96,9 +96,16 @@ package final class JWKSKeySource: KeySource {
     package func currentKeys() -> Result<KeySet, VerificationError> {
         let now = clock.now
         return state.withLock { state in
-            if let keys = state.keys, let fetchedAt = state.fetchedAt, now - fetchedAt <= policy.maximumStaleAge { return .success(keys) }
+            if let keys = state.keys, hasUsableKeys(state.keys, fetchedAt: state.fetchedAt, now: now) { return .success(keys) }
             return .failure(unavailable(state, now: now))
         }
+    }
+
+    /// Keys are used up to ``KeyFetchPolicy/maximumStaleAge`` after the fetch that brought them, whatever happened since.
+    /// (Takes the fields, not the state: a copy of it would cost retains on every verification.)
+    private func hasUsableKeys(_ keys: KeySet?, fetchedAt: Double?, now: Double) -> Bool {
+        guard keys != nil, let fetchedAt else { return false }
+        return now - fetchedAt <= policy.maximumStaleAge
     }
 
     package func historicalKeys() -> Result<KeySet, VerificationError> {
@@ -122,7 +129,7 @@ package final class JWKSKeySource: KeySource {
             case unavailable(VerificationError)
         }
         let decision: Decision = state.withLock { state in
-            let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
+            let usable = hasUsableKeys(state.keys, fetchedAt: state.fetchedAt, now: now)
             if let inflight = state.inflight {
                 // During a known outage, do not queue behind a fetch that will likely time out as well: with a slow
                 // IdP every unknown kid would wait the full outbound timeout.
@@ -170,7 +177,7 @@ package final class JWKSKeySource: KeySource {
     package var status: KeySourceStatus {
         let now = clock.now
         return state.withLock { state in
-            let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
+            let usable = hasUsableKeys(state.keys, fetchedAt: state.fetchedAt, now: now)
             return KeySourceStatus(
                 keyIDs: state.keys?.keys.compactMap(\.keyID) ?? [], usable: usable, fetchedAt: state.fetchedAt,
                 expiresAt: state.fetchedAt == nil ? nil : state.expiresAt, lastError: state.lastError, consecutiveFailures: state.failures,
@@ -231,6 +238,17 @@ package final class JWKSKeySource: KeySource {
         return max(planned, fetchedAt + Self.minimumRefreshInterval)
     }
 
+    /// Seconds before retrying after `failures` consecutive failed fetches: the policy's backoff, but never past the
+    /// moment the keys in hand go stale (`usableUntil`), and without usable keys at most
+    /// ``KeyFetchPolicy/maximumBackoffWithoutKeys``: every verification is failing then, and a service that waited
+    /// five minutes more after its IdP came back would add an outage of its own.
+    package func retryDelay(failures: Int, usableUntil: Double?, now: Double) -> Double {
+        let jitter = Double.random(in: 0...1)
+        let backoff = policy.backoff(failures: failures, jitter: jitter)
+        guard let usableUntil else { return min(backoff, policy.maximumBackoffWithoutKeys * (0.9 + 0.2 * jitter)) }
+        return min(backoff, max(usableUntil - now, Self.minimumRefreshInterval))
+    }
+
     package static func sleep(_ seconds: Double) async throws { try await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
 
     private func startFetch(_ state: inout State) -> Task<Result<KeySet, VerificationError>, Never> {
@@ -266,7 +284,7 @@ package final class JWKSKeySource: KeySource {
                         "skipped": "\(keySet.skipped.map { "\(($0.keyID ?? "(no kid)").excerpt(bytes: 64)): \($0.reason)" }.joined(separator: "; "))",
                     ])
             }
-            let ttl = policy.ttl(cacheControl: response.header("cache-control"))
+            let ttl = policy.ttl(cacheControl: response.combinedHeader("cache-control"))
             let now = clock.now
             succeed(keySet, ttl: ttl, at: now)
             // The keys are already in use; the fetch completes once they are archived (and the retired keys for
@@ -311,10 +329,11 @@ package final class JWKSKeySource: KeySource {
         let (failures, delay, stillUsable): (Int, Double, Bool) = state.withLock { state in
             state.failures += 1
             state.lastError = failure.message
-            let delay = policy.backoff(failures: state.failures, jitter: Double.random(in: 0...1))
+            let usable = hasUsableKeys(state.keys, fetchedAt: state.fetchedAt, now: now)
+            let delay = retryDelay(
+                failures: state.failures, usableUntil: usable ? state.fetchedAt.map { $0 + policy.maximumStaleAge } : nil, now: now)
             state.nextAttemptAt = now + delay
             state.inflight = nil
-            let usable = state.keys != nil && (state.fetchedAt.map { now - $0 <= policy.maximumStaleAge } ?? false)
             return (state.failures, delay, usable)
         }
         Counter(label: "tokenguard_jwks_fetches_total", dimensions: [("provider", provider), ("outcome", failure.outcome)]).increment()

@@ -13,6 +13,8 @@ package struct KeyFetchPolicy: Sendable, Equatable {
     /// First retry delay after a failed fetch; doubles per failure up to `maximumBackoff` (defaults 1 s, 5 min).
     package var initialBackoff: Double = 1
     package var maximumBackoff: Double = 300
+    /// The longest retry delay while no usable keys are in hand (default 30 s, ±10 %).
+    package var maximumBackoffWithoutKeys: Double = 30
     /// A JWKS document larger than this is refused (1 MiB).
     package var maximumDocumentBytes = KeySet.maximumDocumentBytes
 
@@ -24,25 +26,25 @@ package struct KeyFetchPolicy: Sendable, Equatable {
         return min(max(Double(maxAge), minimumTTL), maximumTTL)
     }
 
-    /// `max-age` from a Cache-Control header; `no-store`/`no-cache` count as 0 (then clamped up to the minimum).
-    /// A `max-age` that is not a plain decimal number counts as 0 too (RFC 9111 §4.2.1: invalid freshness information
-    /// is stale), not as no header (which would mean the longest TTL); of several, the shortest counts.
+    /// `max-age` from a Cache-Control header (every line of it, joined with commas); `no-store`/`no-cache` count
+    /// as 0 (then clamped up to the minimum). A `max-age` without a plain decimal value (`max-age`, `max-age=x`,
+    /// `max-age=1.5`) counts as 0 too (RFC 9111 §4.2.1: invalid freshness information is stale), not as no header
+    /// (which would mean the longest TTL); spaces around `=` are tolerated; of several, the shortest counts.
     static func maxAge(_ header: String) -> Int? {
         var result: Int? = nil
         for directive in ASCII.lowercased(header).split(separator: ",") {
-            let trimmed = directive.trimmingCharacters(in: " \t")
-            if trimmed == "no-store" || trimmed == "no-cache" { return 0 }
-            if trimmed.hasPrefix("max-age=") {
-                let value = trimmed.dropFirst("max-age=".count).trimmingCharacters(in: "\"")
-                let seconds: Int
-                if value.isEmpty || !value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-                    seconds = 0
-                } else {
-                    // Capped before converting so a huge value cannot trap (it is clamped to the maximum TTL anyway).
-                    seconds = value.utf8.count <= 12 ? Int(value) ?? 0 : 999_999_999_999
-                }
-                result = min(result ?? seconds, seconds)
+            let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = parts[0].trimmingCharacters(in: " \t")
+            if name == "no-store" || name == "no-cache" { return 0 }
+            guard name == "max-age" else { continue }
+            let value = parts.count == 2 ? parts[1].trimmingCharacters(in: " \t").trimmingCharacters(in: "\"") : ""
+            var seconds = 0
+            if !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+                let digits = value.drop { $0 == "0" }
+                // Capped before converting so a huge value cannot trap (it is clamped to the maximum TTL anyway).
+                seconds = digits.utf8.count <= 12 ? Int(digits) ?? 0 : 999_999_999_999
             }
+            result = min(result ?? seconds, seconds)
         }
         return result
     }
