@@ -15,5 +15,8 @@ static inline CURLcode tg_curl_easy_setopt_write_callback(CURL *h, curl_write_ca
 static inline CURLcode tg_curl_easy_setopt_header_callback(CURL *h, curl_write_callback cb) {
     return curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, cb);
 }
+static inline CURLcode tg_curl_easy_setopt_xferinfo_callback(CURL *h, curl_xferinfo_callback cb) {
+    return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, cb);
+}
 static inline CURLcode tg_curl_easy_getinfo_long(CURL *h, CURLINFO i, long *out) { return curl_easy_getinfo(h, i, out); }
 #endif

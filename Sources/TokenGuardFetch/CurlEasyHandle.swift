@@ -44,6 +44,10 @@ import TokenGuardService
         try unsafe check(tg_curl_easy_setopt_header_callback(raw, callback), CURLOPT_HEADERFUNCTION)
     }
 
+    func setProgressCallback(_ callback: curl_xferinfo_callback) throws(FetchError) {
+        try unsafe check(tg_curl_easy_setopt_xferinfo_callback(raw, callback), CURLOPT_XFERINFOFUNCTION)
+    }
+
     func responseCode() -> Int {
         var code = 0
         _ = unsafe tg_curl_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)

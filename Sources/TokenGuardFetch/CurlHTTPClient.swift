@@ -6,8 +6,9 @@ import TokenGuardService
 /// The outbound HTTP client on libcurl, used for every call to a provider.
 ///
 /// - TLS verification is always on (peer and host); there is no option to turn it off.
-/// - `https` only, except plain `http` to loopback addresses (tests, the dev IdP); redirects (at most 3) only to `https`.
-/// - Connect and total timeouts; a response size limit enforced while reading.
+/// - `https` only, except plain `http` to loopback addresses (tests, the dev IdP); redirects are never followed.
+/// - Connect and total timeouts; a response size limit enforced while reading; a cancelled caller's transfer stops
+///   within about a second (or never starts).
 /// - Blocking `curl_easy_perform` runs on threads of this client's own, never on Swift's cooperative pool or an
 ///   event loop; callers `await`. Each thread keeps one easy handle, so connections and TLS sessions are reused.
 package final class CurlHTTPClient: HTTPFetching {
@@ -40,21 +41,29 @@ package final class CurlHTTPClient: HTTPFetching {
     package func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse {
         let (scheme, _) = try OutboundURL.validate(request.url)
         let configuration = self.configuration
-        let result: Result<HTTPResponse, FetchError> = await workers.run { handle in
-            guard let handle else { return .failure(FetchError(.transport, "curl_easy_init failed")) }
-            return Result { () throws(FetchError) -> HTTPResponse in
-                try Self.perform(request, allowPlainHTTP: scheme == "http", configuration: configuration, handle: handle)
+        let cancellation = TransferCancellation()
+        let result: Result<HTTPResponse, FetchError> = await withTaskCancellationHandler {
+            await workers.run { handle in
+                guard !cancellation.isSet else { return .failure(Self.cancelled) }
+                guard let handle else { return .failure(FetchError(.transport, "curl_easy_init failed")) }
+                return Result { () throws(FetchError) -> HTTPResponse in
+                    try Self.perform(
+                        request, allowPlainHTTP: scheme == "http", configuration: configuration, handle: handle, cancellation: cancellation)
+                }
             }
+        } onCancel: {
+            cancellation.set()
         }
         return try result.get()
     }
 
     /// One blocking transfer on a worker thread's own handle.
     static func perform(
-        _ request: HTTPRequest, allowPlainHTTP: Bool, configuration: Configuration, handle: CurlEasyHandle
+        _ request: HTTPRequest, allowPlainHTTP: Bool, configuration: Configuration, handle: CurlEasyHandle,
+        cancellation: TransferCancellation = TransferCancellation()
     ) throws(FetchError) -> HTTPResponse {
         handle.reset()
-        let state = TransferState(maximumBytes: request.maximumResponseBytes)
+        let state = TransferState(maximumBytes: request.maximumResponseBytes, cancellation: cancellation)
         let unmanaged = unsafe Unmanaged.passRetained(state)
         defer { unsafe unmanaged.release() }
         let headerList = CurlHeaderList(request.headers + [("Expect", "")])
@@ -78,6 +87,9 @@ package final class CurlHTTPClient: HTTPFetching {
         try unsafe handle.setWriteCallback(curlWriteCallback)
         try unsafe handle.set(CURLOPT_WRITEDATA, pointer: unmanaged.toOpaque())
         try unsafe handle.setHeaderCallback(curlHeaderCallback)
+        try handle.set(CURLOPT_NOPROGRESS, 0)
+        try unsafe handle.setProgressCallback(curlProgressCallback)
+        try unsafe handle.set(CURLOPT_XFERINFODATA, pointer: unmanaged.toOpaque())
         try unsafe handle.set(CURLOPT_HEADERDATA, pointer: unmanaged.toOpaque())
         let body = request.body ?? []
         if request.method == .post {
@@ -91,6 +103,7 @@ package final class CurlHTTPClient: HTTPFetching {
             return unsafe curl_easy_perform(handle.raw)
         }
         guard code == CURLE_OK else {
+            if code == CURLE_ABORTED_BY_CALLBACK && cancellation.isSet { throw Self.cancelled }
             if state.tooManyHeaders { throw FetchError(.tooLarge, "more than \(TransferState.maximumHeaders) response header lines") }
             throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes)
         }
@@ -102,6 +115,8 @@ package final class CurlHTTPClient: HTTPFetching {
         }
         return HTTPResponse(status: status, headers: state.headers, body: state.body)
     }
+
+    static let cancelled = FetchError(.transport, "cancelled: the caller stopped waiting")
 
     static func error(for code: CURLcode, exceeded: Bool, limit: Int) -> FetchError {
         let text = unsafe String(cString: curl_easy_strerror(code))

@@ -1,10 +1,20 @@
 import CCurl
+import Synchronization
 import TokenGuardCore
 import TokenGuardService
+
+/// Set when the task awaiting a transfer is cancelled (a shutdown, a request answered by its timeout): the transfer
+/// stops within about a second instead of holding a worker thread, and its caller, until the outbound timeout.
+final class TransferCancellation: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+    func set() { flag.store(true, ordering: .releasing) }
+}
 
 /// Collects one transfer's headers and body, enforcing the size limit as bytes arrive.
 final class TransferState {
     let maximumBytes: Int
+    let cancellation: TransferCancellation
     var body: [UInt8] = []
     var headers: [(String, String)] = []
     var exceeded = false
@@ -13,7 +23,10 @@ final class TransferState {
     var tooManyHeaders = false
     static let maximumHeaders = 200
 
-    init(maximumBytes: Int) { self.maximumBytes = maximumBytes }
+    init(maximumBytes: Int, cancellation: TransferCancellation) {
+        self.maximumBytes = maximumBytes
+        self.cancellation = cancellation
+    }
 }
 
 /// libcurl's write callback: appends to the body, or aborts the transfer (by returning a short count) once the
@@ -30,6 +43,13 @@ let curlWriteCallback: curl_write_callback = { data, size, count, userdata in
         unsafe state.body.append(contentsOf: UnsafeBufferPointer(start: bytes, count: total))
     }
     return total
+}
+
+/// libcurl's progress callback (at least once a second, even while nothing arrives): a non-zero return aborts the
+/// transfer with `CURLE_ABORTED_BY_CALLBACK`.
+let curlProgressCallback: curl_xferinfo_callback = { userdata, _, _, _, _ in
+    guard let userdata = unsafe userdata else { return 0 }
+    return unsafe Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue().cancellation.isSet ? 1 : 0
 }
 
 /// libcurl's header callback: one header line per call. A status line starts a new response (after a redirect).

@@ -13,7 +13,7 @@ struct BatchIDTests {
     }
 
     @Test("an over-long batch line gets its id back (from its first 4 KiB) with token_too_large or invalid_request")
-    func overlongLinesKeepTheirID() throws {
+    func overlongLinesKeepTheirID() async throws {
         let workspace = try TempWorkspace()
         let config = try config(workspace, settings: "max_token_bytes: 1024\n")
         let huge = String(repeating: "A", count: 20_000)
@@ -24,7 +24,7 @@ struct BatchIDTests {
             "{\"id\":3,\"provider\":\"apple\",\"token\":\"a.b.c\"}",
         ]
         let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
-        let run = try BinaryRunner.run(["batch", "--config", config, input])
+        let run = try await BinaryRunner.run(["batch", "--config", config, input])
         let verdicts = try run.stdout.split(separator: "\n").map { try JSONParser.parseObject(Array($0.utf8)) }
         #expect(verdicts.count == 4)
         #expect(verdicts[0]["id"] == .string("first"))
@@ -38,13 +38,13 @@ struct BatchIDTests {
     }
 
     @Test("a numeric id comes back as it was written, not as the nearest double")
-    func numericIDsAsWritten() throws {
+    func numericIDsAsWritten() async throws {
         let workspace = try TempWorkspace()
         let config = try config(workspace)
         let ids = ["18446744073709551615", "123456789012345678901234567890", "1.10", "1e2", "-0.5E-3", "9223372036854775808", "42"]
         let lines = ids.map { "{\"id\":\($0),\"provider\":\"apple\",\"token\":\"a.b.c\"}" }
         let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
-        let run = try BinaryRunner.run(["batch", "--config", config, input])
+        let run = try await BinaryRunner.run(["batch", "--config", config, input])
         let out = run.stdout.split(separator: "\n")
         #expect(out.count == ids.count)
         for (line, id) in zip(out, ids) {

@@ -57,7 +57,7 @@ struct BatchStreamTests {
     }
 
     @Test("a producer that waits for each answer gets it: lines are answered while standard input stays open")
-    func answersWhileTheInputIsOpen() throws {
+    func answersWhileTheInputIsOpen() async throws {
         let (workspace, config, key) = try workspace()
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         let errors = try workspace.write("stderr", "")
@@ -77,14 +77,14 @@ struct BatchStreamTests {
         }
         try input.fileHandleForWriting.close()
         #expect(readLine(fd, buffered: &buffered, seconds: 20) == nil, "no more answers than lines")
-        process.waitUntilExit()
+        await process.exited()
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
         let summary = try String(contentsOfFile: errors, encoding: .utf8)
         #expect(summary.contains("3 lines, 2 valid"), "\(summary)")
     }
 
     /// Runs `tokenguard ARGS` through the shell with `redirect` applied (`>&-`: standard output closed).
-    func runRedirected(_ arguments: [String], redirect: String) throws -> (exited: Bool, status: Int32, stderr: String) {
+    func runRedirected(_ arguments: [String], redirect: String) async throws -> (exited: Bool, status: Int32, stderr: String) {
         let workspace = try TempWorkspace()
         let errors = try workspace.write("stderr", "")
         let process = Process()
@@ -99,56 +99,56 @@ struct BatchStreamTests {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
         try process.run()
-        process.waitUntilExit()
+        await process.exited()
         return (process.terminationReason == .exit, process.terminationStatus, try String(contentsOfFile: errors, encoding: .utf8))
     }
 
     @Test("a closed or full standard output is an error (exit 2), not a crash; a closed standard error is no crash either")
-    func closedStreams() throws {
+    func closedStreams() async throws {
         let (workspace, config, key) = try workspace()
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         let log = try workspace.write("log.ndjson", "{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\"}\n")
-        let closedOutput = try runRedirected(["batch", "--config", config, "--at", String(now), log], redirect: ">&-")
+        let closedOutput = try await runRedirected(["batch", "--config", config, "--at", String(now), log], redirect: ">&-")
         #expect(closedOutput.exited && closedOutput.status == 2, "status \(closedOutput.status): \(closedOutput.stderr)")
         #expect(closedOutput.stderr.contains("standard output is closed"), "\(closedOutput.stderr)")
-        let fullOutput = try runRedirected(["batch", "--config", config, "--at", String(now), log], redirect: ">/dev/full")
+        let fullOutput = try await runRedirected(["batch", "--config", config, "--at", String(now), log], redirect: ">/dev/full")
         #expect(fullOutput.exited && fullOutput.status == 2, "status \(fullOutput.status): \(fullOutput.stderr)")
         #expect(fullOutput.stderr.contains("write failed: No space left on device"), "\(fullOutput.stderr)")
         // One-shot commands too: an answer to a closed standard output is refused, not thrown away; `revoke` refuses
         // before it changes the store.
-        let mint = try runRedirected(
+        let mint = try await runRedirected(
             ["mint", "--provider", "apple", "--state-dir", workspace.url.appendingPathComponent("idp").path], redirect: ">&-")
         #expect(mint.exited && mint.status == 2 && mint.stderr.contains("standard output is closed"), "\(mint.status): \(mint.stderr)")
-        let verify = try runRedirected(
+        let verify = try await runRedirected(
             ["verify", "--config", config, "--at", String(now), "--provider", "apple", "--token", token, "--nonce", nonce], redirect: ">&-")
         #expect(verify.exited && verify.status == 2 && verify.stderr.contains("standard output is closed"), "\(verify.status): \(verify.stderr)")
         // Help and the version are answers too: checked, and the right text when they can be written.
         for arguments in [["--version"], ["--help"], ["serve", "--help"]] {
-            let lost = try runRedirected(arguments, redirect: ">/dev/full")
+            let lost = try await runRedirected(arguments, redirect: ">/dev/full")
             #expect(lost.exited && lost.status == 2 && lost.stderr.contains("write failed"), "\(arguments) \(lost.status): \(lost.stderr)")
             let answer = try workspace.write("answer", "")
-            let written = try runRedirected(arguments, redirect: ">\(answer)")
+            let written = try await runRedirected(arguments, redirect: ">\(answer)")
             #expect(written.exited && written.status == 0, "\(arguments) \(written.status): \(written.stderr)")
             let text = try String(contentsOfFile: answer, encoding: .utf8)
             let expected = arguments == ["--version"] ? "0." : arguments.count == 2 ? "USAGE: tokenguard serve" : "SUBCOMMANDS"
             #expect(text.contains(expected), "\(arguments): \(text.prefix(300))")
         }
         // Every message goes to standard error; with it closed, a usage error still exits 2.
-        let closedErrors = try runRedirected(
+        let closedErrors = try await runRedirected(
             ["verify", "--config", "/nonexistent/tokenguard.yaml", "--provider", "apple", "--token", "a.b.c"], redirect: "2>&-")
         #expect(closedErrors.exited && closedErrors.status == 2, "status \(closedErrors.status)")
     }
 
     @Test("an input that cannot be read is an error (exit 2) after the lines read before it are answered")
-    func unreadableInput() throws {
+    func unreadableInput() async throws {
         let (workspace, config, _) = try workspace()
-        let run = try BinaryRunner.run(["batch", "--config", config, workspace.url.path])
+        let run = try await BinaryRunner.run(["batch", "--config", config, workspace.url.path])
         #expect(run.status == 2)
         #expect(run.stderr.contains("read failed"), "\(run.stderr)")
     }
 
     @Test("a non-blocking standard input is waited on, not an error: lines written after a pause are answered")
-    func nonBlockingInput() throws {
+    func nonBlockingInput() async throws {
         let (workspace, config, _) = try workspace()
         let errors = try workspace.write("stderr", "")
         let output = try workspace.write("stdout", "")
@@ -173,7 +173,7 @@ struct BatchStreamTests {
         let first = Array(lines.utf8.prefix(40_000))
         let rest = Array(lines.utf8.dropFirst(40_000))
         _ = first.withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) }
-        usleep(300_000)
+        try await Task.sleep(for: .milliseconds(300))
         var offset = 0
         while offset < rest.count {
             let written = rest[offset...].withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) }
@@ -181,7 +181,7 @@ struct BatchStreamTests {
             offset += written
         }
         close(ends[1])
-        process.waitUntilExit()
+        await process.exited()
         let stderr = try String(contentsOfFile: errors, encoding: .utf8)
         #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(stderr)")
         let verdicts = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n")
@@ -190,7 +190,7 @@ struct BatchStreamTests {
     }
 
     @Test("a producer that never pauses still gets answers: a chunk is cut once its first line has waited 50 ms")
-    func steadyProducer() throws {
+    func steadyProducer() async throws {
         let (workspace, config, key) = try workspace()
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         let (process, input, output) = try startStreaming(config: config, errors: try workspace.write("stderr", ""))
@@ -217,18 +217,18 @@ struct BatchStreamTests {
         // Read the rest: a slow run (sanitizers) may owe more answers than the pipe holds, and would wait on us.
         var rest = 0
         while rest <= 800, readLine(fd, buffered: &buffered, seconds: 60) != nil { rest += 1 }
-        process.waitUntilExit()
+        await process.exited()
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
     }
 
     @Test(
         "a pipe whose reader has gone is a write error, not SIGPIPE: an answer that cannot be written is exit 2, a diagnostic that cannot is dropped")
-    func vanishedReaders() throws {
+    func vanishedReaders() async throws {
         let (workspace, config, key) = try workspace()
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         let log = try workspace.write("log.ndjson", "{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\"}\n")
         let errors = try workspace.write("stderr", "")
-        func run(_ arguments: [String], closedPipeOn stream: Int32) throws -> Process {
+        func run(_ arguments: [String], closedPipeOn stream: Int32) async throws -> Process {
             var ends: [Int32] = [0, 0]
             try #require(pipe(&ends) == 0)
             for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -245,23 +245,23 @@ struct BatchStreamTests {
             process.standardOutput = stream == STDOUT_FILENO ? dead : FileHandle.nullDevice
             process.standardError = stream == STDERR_FILENO ? dead : try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
             try process.run()
-            process.waitUntilExit()
+            await process.exited()
             return process
         }
-        let batch = try run(["batch", "--config", config, "--at", String(now), log], closedPipeOn: STDOUT_FILENO)
+        let batch = try await run(["batch", "--config", config, "--at", String(now), log], closedPipeOn: STDOUT_FILENO)
         #expect(batch.terminationReason == .exit && batch.terminationStatus == 2, "status \(batch.terminationStatus)")
         #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
         // A one-shot command's answer is no more lost silently than batch's: exit 2, saying why.
-        let verify = try run(
+        let verify = try await run(
             ["verify", "--config", config, "--at", String(now), "--provider", "apple", "--token", token], closedPipeOn: STDOUT_FILENO)
         #expect(verify.terminationReason == .exit && verify.terminationStatus == 2, "status \(verify.terminationStatus)")
         #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
-        let inspect = try run(["inspect", token], closedPipeOn: STDOUT_FILENO)
+        let inspect = try await run(["inspect", token], closedPipeOn: STDOUT_FILENO)
         #expect(inspect.terminationReason == .exit && inspect.terminationStatus == 2, "status \(inspect.terminationStatus)")
-        let usage = try run(
+        let usage = try await run(
             ["verify", "--config", "/nonexistent/tokenguard.yaml", "--provider", "apple", "--token", "a.b.c"], closedPipeOn: STDERR_FILENO)
         #expect(usage.terminationReason == .exit && usage.terminationStatus == 2, "status \(usage.terminationStatus)")
-        let answered = try run(["batch", "--config", config, "--at", String(now), log], closedPipeOn: STDERR_FILENO)
+        let answered = try await run(["batch", "--config", config, "--at", String(now), log], closedPipeOn: STDERR_FILENO)
         #expect(answered.terminationReason == .exit && answered.terminationStatus == 0, "the summary's failed write keeps exit 0")
     }
 }

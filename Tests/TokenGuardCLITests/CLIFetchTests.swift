@@ -8,7 +8,7 @@ import TokenGuardTestSupport
 /// The binary fetching keys from a local IdP over HTTP, with its key archive.
 struct CLIFetchTests {
     @Test("verify and batch fetch keys from jwks_url; the archive lets --at verify a token whose key was rotated out")
-    func fetchAndArchive() throws {
+    func fetchAndArchive() async throws {
         let nonce = "cli-fetch-nonce"
         let old = try SharedTestKeys.rsa()
         let new = try SharedTestKeys.key("rsa-rotated", .rsa(bits: 2048))
@@ -25,17 +25,17 @@ struct CLIFetchTests {
             """)
         let now = Int64(Date().timeIntervalSince1970)
         let token = try old.sign(ProviderTokens.apple(now: now - 60, rawNonce: nonce))
-        let first = try BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", token, "--nonce", nonce])
+        let first = try await BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", token, "--nonce", nonce])
         #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
         #expect(server.count("/jwks") == 1)
         #expect(FileManager.default.fileExists(atPath: workspace.url.appendingPathComponent("keys.sqlite").path))
 
         // The IdP rotates: the old key is gone from the JWKS.
         published.value = try SharedTestKeys.jwks([new])
-        let current = try BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", token, "--nonce", nonce])
+        let current = try await BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", token, "--nonce", nonce])
         #expect(current.status == 1)
         #expect(current.stdout.contains("unknown_key"))
-        let historical = try BinaryRunner.run(
+        let historical = try await BinaryRunner.run(
             ["verify", "--config", config, "--provider", "apple", "--token", token, "--nonce", nonce, "--at", String(now)])
         #expect(historical.status == 0, "archived key used for a logged token: \(historical.stdout)")
 
@@ -43,7 +43,7 @@ struct CLIFetchTests {
         let before = server.count("/jwks")
         let newToken = try new.sign(ProviderTokens.apple(now: now - 60, rawNonce: nonce))
         let lines = (0..<50).map { "{\"id\":\($0),\"provider\":\"apple\",\"token\":\"\(newToken)\",\"nonce\":\"\(nonce)\"}" }.joined(separator: "\n")
-        let batch = try BinaryRunner.run(["batch", "--config", config, "-"], stdin: lines)
+        let batch = try await BinaryRunner.run(["batch", "--config", config, "-"], stdin: lines)
         #expect(batch.status == 0, "\(batch.stderr)")
         #expect(batch.stdout.split(separator: "\n").count == 50)
         #expect(!batch.stdout.contains("\"valid\":false"))
@@ -52,7 +52,7 @@ struct CLIFetchTests {
         // IdP down and no archive of the key: keys_unavailable, exit 3 — never a rejection.
         server.stop()
         let other = try TestKey(.rsa(bits: 2048), keyID: "never-seen")
-        let down = try BinaryRunner.run(
+        let down = try await BinaryRunner.run(
             [
                 "verify", "--config", config, "--provider", "apple", "--token", try other.sign(ProviderTokens.apple(now: now, rawNonce: nonce)),
                 "--nonce", nonce,

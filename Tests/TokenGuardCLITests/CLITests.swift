@@ -29,36 +29,36 @@ struct CLITests {
     func json(_ text: String) throws -> JSONObject { try JSONParser.parseObject(Array(text.utf8)) }
 
     @Test("verify: exit 0 valid, 1 rejected, 2 usage, 3 keys unavailable")
-    func verifyExitCodes() throws {
+    func verifyExitCodes() async throws {
         let (workspace, config, key) = try workspace()
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         let base = ["verify", "--config", config, "--at", String(now)]
 
-        let valid = try BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", nonce])
+        let valid = try await BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", nonce])
         #expect(valid.status == 0, "\(valid.stderr)")
         #expect(try json(valid.stdout)["valid"] == .bool(true))
         #expect(try json(valid.stdout)["email_verified"] == .bool(true))
 
-        let rejected = try BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", "other"])
+        let rejected = try await BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", "other"])
         #expect(rejected.status == 1)
         let error = try #require(try json(rejected.stdout)["error"]?.objectValue)
         #expect(error["code"] == .string("nonce_mismatch"))
         #expect(!rejected.stdout.contains(token) && !rejected.stdout.contains("other"), "no token or nonce echoed")
 
-        let fromStdin = try BinaryRunner.run(base + ["--provider", "apple", "--token", "-", "--nonce", nonce], stdin: token + "\n")
+        let fromStdin = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-", "--nonce", nonce], stdin: token + "\n")
         #expect(fromStdin.status == 0)
 
-        let unavailable = try BinaryRunner.run(base + ["--provider", "live", "--token", token, "--nonce", nonce])
+        let unavailable = try await BinaryRunner.run(base + ["--provider", "live", "--token", token, "--nonce", nonce])
         #expect(unavailable.status == 3)
         #expect(unavailable.stdout.contains("keys_unavailable"))
 
-        #expect(try BinaryRunner.run(base + ["--provider", "nope", "--token", token]).status == 2)
-        #expect(try BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", ""]).status == 2, "an empty nonce")
-        #expect(try BinaryRunner.run(["verify", "--config", config, "--provider", "apple"]).status == 2, "missing --token")
-        #expect(try BinaryRunner.run(["verify", "--bogus"]).status == 2)
-        let noConfig = try BinaryRunner.run(["verify", "--provider", "apple", "--token", token])
+        #expect(try await BinaryRunner.run(base + ["--provider", "nope", "--token", token]).status == 2)
+        #expect(try await BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", ""]).status == 2, "an empty nonce")
+        #expect(try await BinaryRunner.run(["verify", "--config", config, "--provider", "apple"]).status == 2, "missing --token")
+        #expect(try await BinaryRunner.run(["verify", "--bogus"]).status == 2)
+        let noConfig = try await BinaryRunner.run(["verify", "--provider", "apple", "--token", token])
         #expect(noConfig.status == 2)
-        let viaEnvironment = try BinaryRunner.run(
+        let viaEnvironment = try await BinaryRunner.run(
             ["verify", "--provider", "apple", "--token", token, "--nonce", nonce, "--at", String(now)], environment: ["TOKENGUARD_CONFIG": config])
         #expect(viaEnvironment.status == 0)
         _ = workspace
@@ -84,16 +84,16 @@ struct CLITests {
             ("providers: [1, 2]\n", "providers"),
             ("providers:\n  apple: { audiences: [\"a\"] }\n  apple: { audiences: [\"b\"] }\n", "YAML"),
         ])
-    func configErrors(yaml: String, key: String) throws {
+    func configErrors(yaml: String, key: String) async throws {
         let workspace = try TempWorkspace()
         let config = try workspace.write("bad.yaml", yaml)
-        let result = try BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", "a.b.c"])
+        let result = try await BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", "a.b.c"])
         #expect(result.status == 2)
         #expect(result.stderr.contains(key), "stderr should name \(key): \(result.stderr)")
     }
 
     @Test("batch: thousands of lines in order, bad lines get their own verdict, same output on 1 and 4 jobs")
-    func batch() throws {
+    func batch() async throws {
         let (workspace, config, key) = try workspace()
         let valid = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         var expired = ProviderTokens.apple(now: now - 200_000, rawNonce: nonce)
@@ -129,7 +129,7 @@ struct CLITests {
         let input = try workspace.write("log.ndjson", lines.joined(separator: "\n") + "\n\n")
         var outputs: [String] = []
         for jobs in ["1", "4"] {
-            let result = try BinaryRunner.run(["batch", "--config", config, "--jobs", jobs, input])
+            let result = try await BinaryRunner.run(["batch", "--config", config, "--jobs", jobs, input])
             #expect(result.status == 0, "\(result.stderr)")
             let outLines = result.stdout.split(separator: "\n")
             #expect(outLines.count == expected.count)
@@ -146,7 +146,7 @@ struct CLITests {
         }
         #expect(outputs[0] == outputs[1])
         // stdin works too, and a keys_unavailable answer makes the exit status 3.
-        let live = try BinaryRunner.run(
+        let live = try await BinaryRunner.run(
             ["batch", "--config", config, "-"], stdin: "{\"id\":1,\"provider\":\"live\",\"token\":\"\(valid)\",\"nonce\":\"\(nonce)\"}\n")
         #expect(live.status == 3)
         let unavailable = try json(live.stdout.trimmingCharacters(in: .whitespacesAndNewlines))

@@ -62,6 +62,30 @@ struct CurlHTTPClientTests {
         }
     }
 
+    @Test("a cancelled caller's transfer stops, before the server answers, and frees its thread", .timeLimit(.minutes(1)))
+    func cancelled() async throws {
+        let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array("{}".utf8), delay: 20) }
+        // One thread: a transfer that went on after its caller left would hold up the next request for 20 s.
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.totalTimeoutMilliseconds = 60_000
+        configuration.threads = 1
+        let client = CurlHTTPClient(configuration: configuration)
+        let caller = Task { try await client.send(HTTPRequest(url: server.baseURL + "/hangs")) }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while server.count("/hangs") == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let cancelledAt = ContinuousClock.now
+        caller.cancel()
+        do {
+            _ = try await caller.value
+            Issue.record("a cancelled transfer must not answer (the server's answer came)")
+        } catch {
+            #expect(String(describing: error).contains("cancelled"), "\(error)")
+        }
+        let quick = try FakeHTTPServer { _ in .json("{}") }
+        #expect(try await client.send(HTTPRequest(url: quick.baseURL + "/next")).status == 200)
+        #expect(ContinuousClock.now - cancelledAt < .seconds(15), "the only thread was free well before the hanging answer")
+    }
+
     @Test("connection refused fails as connect")
     func refused() async throws {
         let server = try FakeHTTPServer()

@@ -40,28 +40,28 @@ struct DemoE2ETests {
         let server = try await ServerProcess(arguments: ["--demo"], workspace: workspace)
         defer { server.stop() }
         try await server.waitUntilReady()
-        let get = try RawHTTP.request(port: server.port, method: "GET", path: "/healthz")
-        let head = try RawHTTP.request(port: server.port, method: "HEAD", path: "/healthz")
+        let get = try await RawHTTP.request(port: server.port, method: "GET", path: "/healthz")
+        let head = try await RawHTTP.request(port: server.port, method: "HEAD", path: "/healthz")
         #expect(get.status == 200 && head.status == 200 && head.body.isEmpty, "\(head.status) \(head.body)")
         #expect(head.header("content-type") == get.header("content-type"))
         let revocation = "/v1/revocations?provider=apple&subject=head-check"
-        #expect(try RawHTTP.request(port: server.port, method: "HEAD", path: revocation).status == 404)
-        let recorded = try RawHTTP.request(
+        #expect(try await RawHTTP.request(port: server.port, method: "HEAD", path: revocation).status == 404)
+        let recorded = try await RawHTTP.request(
             port: server.port, method: "POST", path: "/v1/revocations", headers: [("Content-Type", "application/json"), ("Content-Length", "43")],
             body: Array(#"{"provider":"apple","subject":"head-check"}"#.utf8))
         #expect(recorded.status == 200, "\(recorded.body)")
-        let found = try RawHTTP.request(port: server.port, method: "HEAD", path: revocation)
+        let found = try await RawHTTP.request(port: server.port, method: "HEAD", path: revocation)
         #expect(found.status == 200 && found.body.isEmpty, "\(found.status) \(found.body)")
         for (method, path, allow) in [
             ("PUT", "/v1/revocations", "GET, HEAD, POST, DELETE"), ("GET", "/v1/notifications/apple", "POST"),
             ("TRACE", "//v1/notifications/apple", "POST"), ("GET", "/v1/notifications/apple/", "POST"), ("GET", "//v1//verify/", "POST"),
             ("DELETE", "/healthz", "GET, HEAD"),
         ] {
-            let answer = try RawHTTP.request(port: server.port, method: method, path: path)
+            let answer = try await RawHTTP.request(port: server.port, method: method, path: path)
             #expect(answer.status == 405 && answer.header("allow") == allow, "\(method) \(path): \(answer.status) \(answer.headers)")
         }
         // No provider segment, or two: not a notification path.
-        #expect(try RawHTTP.request(port: server.port, method: "GET", path: "/v1/notifications/").status == 404)
-        #expect(try RawHTTP.request(port: server.port, method: "GET", path: "/v1/notifications/apple/x").status == 404)
+        #expect(try await RawHTTP.request(port: server.port, method: "GET", path: "/v1/notifications/").status == 404)
+        #expect(try await RawHTTP.request(port: server.port, method: "GET", path: "/v1/notifications/apple/x").status == 404)
     }
 }

@@ -16,27 +16,27 @@ struct DevIdPTests {
         defer { idp.stop() }
         #expect(idp.jwks?.status == 200)
 
-        let mint = try BinaryRunner.run(["mint", "--provider", "apple", "--nonce", "raw-1", "--state-dir", stateDir])
+        let mint = try await BinaryRunner.run(["mint", "--provider", "apple", "--nonce", "raw-1", "--state-dir", stateDir])
         #expect(mint.status == 0)
         let token = mint.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let trusted = try workspace.write(
             "trusted.yaml", "providers:\n  apple: { audiences: [\"com.example.app\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\", dev_idp: true }\n")
-        let valid = try BinaryRunner.run(["verify", "--config", trusted, "--provider", "apple", "--token", token, "--nonce", "raw-1"])
+        let valid = try await BinaryRunner.run(["verify", "--config", trusted, "--provider", "apple", "--token", token, "--nonce", "raw-1"])
         #expect(valid.status == 0, "\(valid.stdout) \(valid.stderr)")
         // Not trusted without the explicit entry.
         let untrusted = try workspace.write(
             "untrusted.yaml", "providers:\n  apple: { audiences: [\"com.example.app\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\" }\n")
-        let refused = try BinaryRunner.run(["verify", "--config", untrusted, "--provider", "apple", "--token", token, "--nonce", "raw-1"])
+        let refused = try await BinaryRunner.run(["verify", "--config", untrusted, "--provider", "apple", "--token", token, "--nonce", "raw-1"])
         #expect(refused.status == 2)
         #expect(refused.stderr.contains("dev_idp"))
         // Microsoft and Facebook shapes verify under their policies too.
         for (kind, audience) in [("microsoft", "11111111-2222-4333-8444-555555555555"), ("facebook_limited", "1234567890")] {
-            let minted = try BinaryRunner.run(["mint", "--provider", kind, "--nonce", "n-2", "--state-dir", stateDir])
+            let minted = try await BinaryRunner.run(["mint", "--provider", kind, "--nonce", "n-2", "--state-dir", stateDir])
             let config = try workspace.write(
                 "\(kind).yaml",
                 "providers:\n  \(kind): { audiences: [\"\(audience)\"], jwks_url: \"http://127.0.0.1:\(port)/jwks\", dev_idp: true\(kind == "microsoft" ? ", tenants: [\"*\"]" : "") }\n"
             )
-            let result = try BinaryRunner.run(
+            let result = try await BinaryRunner.run(
                 [
                     "verify", "--config", config, "--provider", kind, "--token", minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines),
                     "--nonce", "n-2",
@@ -46,22 +46,22 @@ struct DevIdPTests {
     }
 
     @Test("dev-idp refuses to listen beyond loopback")
-    func loopbackOnly() throws {
+    func loopbackOnly() async throws {
         for address in ["0.0.0.0:9090", "10.1.2.3:9090", "example.com:9090"] {
-            let result = try BinaryRunner.run(["dev-idp", "--listen", address, "--state-dir", "/tmp/tokenguard-never-created"])
+            let result = try await BinaryRunner.run(["dev-idp", "--listen", address, "--state-dir", "/tmp/tokenguard-never-created"])
             #expect(result.status == 2, "\(address)")
             #expect(result.stderr.contains("loopback"))
         }
     }
 
     @Test("inspect decodes under an UNVERIFIED banner")
-    func inspect() throws {
+    func inspect() async throws {
         let token = try SharedTestKeys.rsa().sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: nil))
-        let result = try BinaryRunner.run(["inspect", token])
+        let result = try await BinaryRunner.run(["inspect", token])
         #expect(result.status == 0)
         #expect(result.stdout.hasPrefix(String(repeating: "!", count: 72) + "\n!!! UNVERIFIED"))
         #expect(result.stdout.contains("\"iss\":\"https://appleid.apple.com\""))
-        #expect(try BinaryRunner.run(["inspect", "not-a-token"]).status == 1)
+        #expect(try await BinaryRunner.run(["inspect", "not-a-token"]).status == 1)
     }
 
     @Test("a request not answered within server.request_timeout_seconds gets 503")

@@ -57,8 +57,8 @@ struct ForwardAuthE2ETests {
             """)
     }
 
-    func check(_ server: ServerProcess, _ method: String = "GET", _ path: String, _ headers: [(String, String)]) throws -> RawHTTP.Response {
-        try RawHTTP.request(port: server.port, method: method, path: path, headers: headers)
+    func check(_ server: ServerProcess, _ method: String = "GET", _ path: String, _ headers: [(String, String)]) async throws -> RawHTTP.Response {
+        try await RawHTTP.request(port: server.port, method: method, path: path, headers: headers)
     }
 
     func bearer(_ token: String, nonce: String? = nonce) -> [(String, String)] {
@@ -82,12 +82,12 @@ struct ForwardAuthE2ETests {
         let token = try appleToken(key)
 
         // Envoy's shape: the original method and path below the prefix, content-length 0; it answers like the plain path.
-        let plain = try check(server, "GET", "/v1/authz/apple", bearer(token))
+        let plain = try await check(server, "GET", "/v1/authz/apple", bearer(token))
         #expect(plain.status == 200, "\(plain.body)")
         #expect(plain.body.isEmpty)
         for (method, path) in [("DELETE", "/v1/authz/apple/api/orders?id=7"), ("POST", "/v1/authz/apple/"), ("PROPFIND", "/v1/authz/apple/a/b/../c")]
         {
-            let response = try check(server, method, path, bearer(token) + [("Content-Length", "0")])
+            let response = try await check(server, method, path, bearer(token) + [("Content-Length", "0")])
             #expect(response.status == 200, "\(method) \(path): \(response.status) \(response.body)")
             #expect(response.headers.map(\.name) == plain.headers.map(\.name))
         }
@@ -100,54 +100,54 @@ struct ForwardAuthE2ETests {
         #expect(plain.values("x-tenant-id").isEmpty)  // absent claim: no header
 
         // The same bearer token on every request: forward-auth never claims it; /v1/verify still can, once.
-        for _ in 0..<3 { #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token)).status == 200) }
+        for _ in 0..<3 { await #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token)).status == 200) }
         let body = "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(Self.nonce)\"}"
         #expect(try await server.post("/v1/verify", body).status == 200)
         #expect(try await server.post("/v1/verify", body).status == 401)
-        #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token)).status == 200)
+        await #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token)).status == 200)
 
         // Refusals: 401 with RFC 6750 WWW-Authenticate and a JSON body.
         let expired = try appleToken(key) { $0.set("exp", .integer(now() - 3600)) }
         let wrongAudience = try appleToken(key) { $0.set("aud", .string("com.other.app")) }
         for (token, code) in [(forged(token), "invalid_signature"), (expired, "token_expired"), (wrongAudience, "invalid_audience")] {
-            let response = try check(server, "GET", "/v1/authz/apple/x", bearer(token))
+            let response = try await check(server, "GET", "/v1/authz/apple/x", bearer(token))
             #expect(response.status == 401)
             #expect(response.header("WWW-Authenticate") == "Bearer error=\"invalid_token\", error_description=\"\(code)\"")
             #expect(response.header("X-Tokenguard-Verdict") == code)
             #expect(try JSONParser.parseObject(Array(response.body.utf8))["error"]?.objectValue?["code"]?.stringValue == code)
             #expect(response.values("x-user-id").isEmpty)
         }
-        let missing = try check(server, "GET", "/v1/authz/apple/x", [])
+        let missing = try await check(server, "GET", "/v1/authz/apple/x", [])
         #expect(missing.status == 401)
         #expect(missing.header("WWW-Authenticate") == "Bearer realm=\"tokenguard\"")
         #expect(try JSONParser.parseObject(Array(missing.body.utf8))["error"]?.objectValue?["code"]?.stringValue == "token_missing")
-        #expect(try check(server, "GET", "/v1/authz/apple", bearer(token, nonce: "wrong")).header("X-Tokenguard-Verdict") == "nonce_mismatch")
-        let twice = try check(server, "GET", "/v1/authz/apple", bearer(token) + [("authorization", "Bearer \(token)")])
+        await #expect(try check(server, "GET", "/v1/authz/apple", bearer(token, nonce: "wrong")).header("X-Tokenguard-Verdict") == "nonce_mismatch")
+        let twice = try await check(server, "GET", "/v1/authz/apple", bearer(token) + [("authorization", "Bearer \(token)")])
         #expect(twice.status == 401 && twice.header("X-Tokenguard-Verdict") == "malformed_token")
-        let huge = try check(server, "GET", "/v1/authz/apple", [("Authorization", "Bearer " + String(repeating: "a", count: 16 * 1024 + 1))])
+        let huge = try await check(server, "GET", "/v1/authz/apple", [("Authorization", "Bearer " + String(repeating: "a", count: 16 * 1024 + 1))])
         #expect(huge.status == 401 && huge.header("X-Tokenguard-Verdict") == "token_too_large")
         // Unknown providers, look-alike names and paths that only resemble the prefix.
         for path in [
             "/v1/authz/nope", "/v1/authz/APPLE", "/v1/authz/%61pple", "/v1/authz/", "/v1/authz", "/v1/authz/./apple", "/v1/authz/../authz/apple",
         ] {
-            let response = try check(server, "GET", path, bearer(token))
+            let response = try await check(server, "GET", path, bearer(token))
             #expect(response.status == 404, "\(path)")
         }
-        #expect(try check(server, "GET", "/v1/authzapple", bearer(token)).status == 404)
+        await #expect(try check(server, "GET", "/v1/authzapple", bearer(token)).status == 404)
         // Keys unreachable: 503 with Retry-After, never a 401.
-        let down = try check(server, "GET", "/v1/authz/apple_down/x", bearer(token))
+        let down = try await check(server, "GET", "/v1/authz/apple_down/x", bearer(token))
         #expect(down.status == 503)
         #expect(down.header("Retry-After") != nil)
         #expect(down.header("X-Tokenguard-Verdict") == "keys_unavailable")
         // Shadow: always 200, the would-be verdict, claim headers only when valid.
-        let shadowValid = try check(server, "GET", "/v1/authz/apple_shadow/x", bearer(token))
+        let shadowValid = try await check(server, "GET", "/v1/authz/apple_shadow/x", bearer(token))
         #expect(shadowValid.status == 200 && shadowValid.header("X-Tokenguard-Verdict") == "valid" && shadowValid.header("x-user-id") != nil)
-        let shadowForged = try check(server, "GET", "/v1/authz/apple_shadow/x", bearer(forged(token)))
+        let shadowForged = try await check(server, "GET", "/v1/authz/apple_shadow/x", bearer(forged(token)))
         #expect(shadowForged.status == 200 && shadowForged.header("X-Tokenguard-Verdict") == "invalid_signature")
         #expect(shadowForged.values("x-user-id").isEmpty)
-        #expect(try check(server, "GET", "/v1/authz/apple_shadow/x", []).header("X-Tokenguard-Verdict") == "token_missing")
+        await #expect(try check(server, "GET", "/v1/authz/apple_shadow/x", []).header("X-Tokenguard-Verdict") == "token_missing")
         // HEAD: headers only, and the connection stays usable.
-        let head = try check(server, "HEAD", "/v1/authz/apple/x", bearer(forged(token)))
+        let head = try await check(server, "HEAD", "/v1/authz/apple/x", bearer(forged(token)))
         #expect(head.status == 401 && head.body.isEmpty)
 
         // Every series is made at start: their values, not their presence, say what was counted.
@@ -172,12 +172,12 @@ struct ForwardAuthE2ETests {
         // Never ready as a whole (apple_down's keys are unreachable): apple answers 200 once its first key load and
         // revocations read are done (the listener opens before them).
         let probe = try appleToken(key) { $0.set("sub", .string("readiness.probe")) }
-        for _ in 0..<400 where try check(server, "GET", "/v1/authz/apple", bearer(probe)).status != 200 {
+        for _ in 0..<400 where try await check(server, "GET", "/v1/authz/apple", bearer(probe)).status != 200 {
             try await Task.sleep(for: .milliseconds(50))
         }
         let token = try appleToken(key)
         let head = "POST /v1/authz/apple/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nX-Tokenguard-Nonce: \(Self.nonce)\r\n"
-        let (text, firstByte, closed) = try RawHTTP.exchange(
+        let (text, firstByte, closed) = try await RawHTTP.exchange(
             port: server.port, Array((head + "Content-Length: 10000000\r\n\r\npartial").utf8), timeout: 8)
         #expect(text.hasPrefix("HTTP/1.1 200"), "\(text.prefix(200))")
         #expect((firstByte ?? 99) < 4, "answered at once, not after the body (it never comes)")
@@ -195,7 +195,8 @@ struct ForwardAuthE2ETests {
         let server = try await ServerProcess(
             arguments: ["--config", try config(workspace, key: key)], environment: ["TOKENGUARD_LOG_LEVEL": "debug"], workspace: workspace)
         defer { server.stop() }
-        _ = try check(server, "GET", "/v1/authz/apple/callback/SECRETPATH?code=OAUTHCODE123&access_token=QUERYTOKEN", bearer(try appleToken(key)))
+        _ = try await check(
+            server, "GET", "/v1/authz/apple/callback/SECRETPATH?code=OAUTHCODE123&access_token=QUERYTOKEN", bearer(try appleToken(key)))
         _ = try await server.get("/healthz?probe=QUERYSECRET")
         try await Task.sleep(for: .milliseconds(200))
         let log = server.log()
@@ -213,9 +214,11 @@ struct ForwardAuthE2ETests {
             workspace: workspace)
         defer { server.stop() }
         let token = try appleToken(key)
-        #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token)).status == 403)
-        #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token) + [("X-Tokenguard-Key", "wrong-key-0123456789abcdef")]).status == 403)
-        #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token) + [("X-Tokenguard-Key", "gateway-key-0123456789abcdef")]).status == 200)
+        await #expect(try check(server, "GET", "/v1/authz/apple/x", bearer(token)).status == 403)
+        await #expect(
+            try check(server, "GET", "/v1/authz/apple/x", bearer(token) + [("X-Tokenguard-Key", "wrong-key-0123456789abcdef")]).status == 403)
+        await #expect(
+            try check(server, "GET", "/v1/authz/apple/x", bearer(token) + [("X-Tokenguard-Key", "gateway-key-0123456789abcdef")]).status == 200)
     }
 
     @Test("an opaque provider behind forward-auth: shape-checked before any call, answers cached, calls bounded (503 over the bound)")
@@ -253,17 +256,17 @@ struct ForwardAuthE2ETests {
         defer { server.stop() }
         // Not a GitHub token's shape: refused without a call.
         for bad in ["not a token", "gho_" + String(repeating: "a", count: 300), "gho_abc\u{212A}"] {
-            #expect(try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer \(bad)")]).status == 401)
+            await #expect(try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer \(bad)")]).status == 401)
         }
         #expect(calls.withLock { $0 } == 0)
-        let valid = try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_valid123")])
+        let valid = try await check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_valid123")])
         #expect(valid.status == 200, "\(valid.body)")
         #expect(valid.header("x-user-id") == "583231")
         #expect(valid.header("x-login") == "octocat")
-        for _ in 0..<5 { #expect(try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_valid123")]).status == 200) }
+        for _ in 0..<5 { await #expect(try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_valid123")]).status == 200) }
         #expect(calls.withLock { $0 } == 1)
         // A nonce header to an opaque provider is a refusal (401), never a 400 a gateway would turn into a 500.
-        let withNonce = try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_valid123"), ("X-Tokenguard-Nonce", "n")])
+        let withNonce = try await check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_valid123"), ("X-Tokenguard-Nonce", "n")])
         #expect(withNonce.status == 401 && withNonce.header("X-Tokenguard-Verdict") == "invalid_request")
         // A flood of made-up tokens: at most 5 calls a second reach the provider; the rest are 503, not 401.
         try await Task.sleep(for: .seconds(1.2))
@@ -271,7 +274,7 @@ struct ForwardAuthE2ETests {
         var statuses: [Int] = []
         let floodStarted = Date()
         for index in 0..<20 {
-            statuses.append(try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_made_up_\(index)")]).status)
+            await statuses.append(try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_made_up_\(index)")]).status)
         }
         // The bucket holds one second's worth and refills at 5 a second while the flood lasts (longer on a slow,
         // sanitized build): that many calls, and not one more.
@@ -289,7 +292,7 @@ struct ForwardAuthE2ETests {
         // Both slow calls have reached GitHub (counted on arrival) before the third is sent: a sanitized server may
         // take longer than any fixed pause to send them.
         for _ in 0..<200 where calls.withLock({ $0 }) - beforeSlow < 2 { try await Task.sleep(for: .milliseconds(25)) }
-        let third = try check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_validslow3")])
+        let third = try await check(server, "GET", "/v1/authz/github/x", [("Authorization", "Bearer gho_validslow3")])
         #expect(third.status == 503 && third.header("Retry-After") != nil)
         #expect(try await slow1.status == 200)
         #expect(try await slow2.status == 200)
@@ -338,8 +341,8 @@ struct ForwardAuthE2ETests {
             nginx.stop()
             upstream.stop()
         }
-        func get(_ path: String, _ headers: [(String, String)]) throws -> RawHTTP.Response {
-            try RawHTTP.request(port: nginx.port, method: "GET", path: path, headers: headers)
+        func get(_ path: String, _ headers: [(String, String)]) async throws -> RawHTTP.Response {
+            try await RawHTTP.request(port: nginx.port, method: "GET", path: path, headers: headers)
         }
         let token = try appleToken(key)
         let spoofed: [(String, String)] = [
@@ -348,7 +351,7 @@ struct ForwardAuthE2ETests {
         ]
 
         // Valid: the upstream sees the identity from the check, and none of the client's own identity headers.
-        let ok = try get("/apple/orders?id=7", bearer(token) + spoofed)
+        let ok = try await get("/apple/orders?id=7", bearer(token) + spoofed)
         #expect(ok.status == 200, "\(ok.status) \(ok.body) \(nginx.errorLog())")
         let request = try #require(seen.withLock { $0.last })
         #expect(request.headers["x-user-id"] == "001234.0123456789abcdef0123456789abcdef.1234")
@@ -368,19 +371,19 @@ struct ForwardAuthE2ETests {
         let expired = try appleToken(key) { $0.set("exp", .integer(now() - 3600)) }
         let wrongAudience = try appleToken(key) { $0.set("aud", .string("com.other.app")) }
         for (token, code) in [(forged(token), "invalid_signature"), (expired, "token_expired"), (wrongAudience, "invalid_audience")] {
-            let response = try get("/apple/orders", bearer(token) + spoofed)
+            let response = try await get("/apple/orders", bearer(token) + spoofed)
             #expect(response.status == 401, "\(code): \(response.status)")
             #expect(response.header("WWW-Authenticate") == "Bearer error=\"invalid_token\", error_description=\"\(code)\"")
         }
-        let missing = try get("/apple/orders", spoofed)
+        let missing = try await get("/apple/orders", spoofed)
         #expect(missing.status == 401)
         #expect(missing.header("WWW-Authenticate") == "Bearer realm=\"tokenguard\"")
         // IdP down: tokenguard's 503 becomes nginx's 500 (auth_request passes only 2xx, 401 and 403).
-        #expect(try get("/down/orders", bearer(token)).status == 500)
+        await #expect(try get("/down/orders", bearer(token)).status == 500)
         #expect(seen.withLock { $0.count } == calls)
 
         // Shadow: the upstream is called with the would-be verdict and no identity, whatever the client sent.
-        let shadow = try get("/shadow/orders", bearer(forged(token)) + spoofed)
+        let shadow = try await get("/shadow/orders", bearer(forged(token)) + spoofed)
         #expect(shadow.status == 200)
         let shadowed = try #require(seen.withLock { $0.last })
         #expect(shadowed.headers["x-tokenguard-verdict"] == "invalid_signature")
@@ -390,23 +393,23 @@ struct ForwardAuthE2ETests {
 
         // Bytes nginx accepts but tokenguard's parser would refuse (raw UTF-8 in the URL, control bytes in a header)
         // never reach the check: a valid token is still 200 and a forged one 401, never nginx's 500.
-        #expect(try get("/apple/caf\u{E9}?q=\u{E9}", bearer(token)).status == 200)
-        #expect(try get("/apple/x", bearer(token) + [("X-Other", "a\u{1}b")]).status == 200)
-        #expect(try get("/apple/caf\u{E9}", bearer(forged(token))).status == 401)
-        #expect(try get("/shadow/caf\u{E9}", bearer(forged(token))).status == 200)
+        await #expect(try get("/apple/caf\u{E9}?q=\u{E9}", bearer(token)).status == 200)
+        await #expect(try get("/apple/x", bearer(token) + [("X-Other", "a\u{1}b")]).status == 200)
+        await #expect(try get("/apple/caf\u{E9}", bearer(forged(token))).status == 401)
+        await #expect(try get("/shadow/caf\u{E9}", bearer(forged(token))).status == 200)
         // Two Authorization headers: nginx refuses the request itself; the upstream is not called.
         let beforeTwo = seen.withLock { $0.count }
-        #expect(try get("/apple/x", bearer(token) + [("Authorization", "Bearer \(forged(token))")]).status == 400)
+        await #expect(try get("/apple/x", bearer(token) + [("Authorization", "Bearer \(forged(token))")]).status == 400)
         #expect(seen.withLock { $0.count } == beforeTwo)
         // The upstream gets the real peer address, not the client's claim to one.
-        #expect(try get("/apple/x", bearer(token) + [("X-Real-IP", "6.6.6.6")]).status == 200)
+        await #expect(try get("/apple/x", bearer(token) + [("X-Real-IP", "6.6.6.6")]).status == 200)
         #expect(try #require(seen.withLock { $0.last }).headers["x-real-ip"] == "127.0.0.1")
 
         // The check goes to tokenguard with the gateway's caller key; a client cannot supply or replace it.
         if callerKey != nil {
-            let direct = try RawHTTP.request(port: server.port, method: "GET", path: "/v1/authz/apple", headers: bearer(token))
+            let direct = try await RawHTTP.request(port: server.port, method: "GET", path: "/v1/authz/apple", headers: bearer(token))
             #expect(direct.status == 403)
-            #expect(try get("/apple/orders", bearer(token) + [("X-Tokenguard-Key", "client-made-up-key")]).status == 200)
+            await #expect(try get("/apple/orders", bearer(token) + [("X-Tokenguard-Key", "client-made-up-key")]).status == 200)
         }
     }
 

@@ -7,7 +7,7 @@ import TokenGuardTestSupport
 /// `http.ca_file`: an IdP on HTTPS with a private CA the test makes, trusted only when the config names the CA.
 @Suite(.serialized)
 struct PrivateCAE2ETests {
-    func run(_ executable: String, _ arguments: [String], in directory: String) throws {
+    func run(_ executable: String, _ arguments: [String], in directory: String) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -15,7 +15,7 @@ struct PrivateCAE2ETests {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        await process.exited()
         guard process.terminationStatus == 0 else { throw RunnerError("\(executable) \(arguments.joined(separator: " ")) failed") }
     }
 
@@ -24,15 +24,15 @@ struct PrivateCAE2ETests {
         let workspace = try TempWorkspace()
         let dir = workspace.url.path
         let openssl = "/usr/bin/openssl"
-        try run(
+        try await run(
             openssl,
             [
                 "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
                 "/CN=tokenguard test CA",
             ], in: dir)
-        try run(openssl, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "idp.key", "-out", "idp.csr", "-subj", "/CN=127.0.0.1"], in: dir)
+        try await run(openssl, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "idp.key", "-out", "idp.csr", "-subj", "/CN=127.0.0.1"], in: dir)
         _ = try workspace.write("san.ext", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-        try run(
+        try await run(
             openssl,
             [
                 "x509", "-req", "-in", "idp.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "idp.pem", "-days", "2", "-extfile",
@@ -82,7 +82,7 @@ struct PrivateCAE2ETests {
         #expect(String(decoding: refused.body, as: UTF8.self).contains("keys_unavailable"))
 
         let notPEM = try workspace.write("bad.yaml", "http: { ca_file: jwks.json }\n" + provider)
-        let bad = try BinaryRunner.run(["verify", "--config", notPEM, "--provider", "apple", "--token", token, "--nonce", "ca-nonce"])
+        let bad = try await BinaryRunner.run(["verify", "--config", notPEM, "--provider", "apple", "--token", token, "--nonce", "ca-nonce"])
         #expect(bad.status == 2 && bad.stderr.contains("http.ca_file"))
     }
 }

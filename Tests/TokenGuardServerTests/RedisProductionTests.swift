@@ -147,7 +147,7 @@ struct RedisProductionTests {
             let config = try workspace.write(
                 "tg-\(name).yaml",
                 "listen: 127.0.0.1:0\nredis: { url: \"redis://127.0.0.1:1\", password_file: \"\(file)\" }\nreplay: { store: redis }\n")
-            let run = try BinaryRunner.run(["serve", "--config", config], timeout: 20)
+            let run = try await BinaryRunner.run(["serve", "--config", config], timeout: 20)
             #expect(run.status == 2 && run.stderr.contains("password_file"), "\(name): \(run.stderr)")
         }
     }
@@ -295,7 +295,7 @@ struct RedisProductionTests {
         ] {
             if arguments.contains("san.ext") { _ = try workspace.write("san.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n") }
             let process = try launch("/usr/bin/openssl", arguments, in: dir)
-            process.waitUntilExit()
+            await process.exited()
         }
         let tlsPort = try FreeLoopbackPort.pick()
         let redis = try launch(

@@ -68,12 +68,12 @@ struct RevocationE2ETests {
         let old = try token(key, issuedAt: now() - 120)
         #expect(try await server.post("/v1/verify", verifyBody(old)).status == 200)  // now in the verified-token cache
 
-        let revoked = try BinaryRunner.run([
+        let revoked = try await BinaryRunner.run([
             "revoke", "--config", config, "--provider", "apple", "--subject", Self.subject, "--not-before", String(now() - 60),
         ])
         #expect(revoked.status == 0, "\(revoked.stderr)")
         #expect(try await eventually(5) { code(try await server.post("/v1/verify", verifyBody(old))) == "token_revoked" })
-        let forward = try RawHTTP.request(
+        let forward = try await RawHTTP.request(
             port: server.port, method: "GET", path: "/v1/authz/apple",
             headers: [("Authorization", "Bearer \(old)"), ("X-Tokenguard-Nonce", Self.nonce)])
         #expect(forward.status == 401 && forward.header("X-Tokenguard-Verdict") == "token_revoked")
@@ -81,12 +81,12 @@ struct RevocationE2ETests {
         #expect(try await server.post("/v1/verify", verifyBody(try token(key))).status == 200)
         #expect(try await server.post("/v1/verify", verifyBody(try token(key, issuedAt: now() - 120, subject: "other.subject"))).status == 200)
         // The CLI batch reads the same store.
-        let batch = try BinaryRunner.run(["batch", "--config", config], stdin: verifyBody(old) + "\n")
+        let batch = try await BinaryRunner.run(["batch", "--config", config], stdin: verifyBody(old) + "\n")
         #expect(batch.stdout.contains("token_revoked"), "\(batch.stdout) \(batch.stderr)")
         // The record through the API, then removed: the old token verifies again.
         let record = try await server.get("/v1/revocations?provider=apple&subject=\(Self.subject)")
         #expect(record.status == 200)
-        let removed = try RawHTTP.request(port: server.port, method: "DELETE", path: "/v1/revocations?provider=apple&subject=\(Self.subject)")
+        let removed = try await RawHTTP.request(port: server.port, method: "DELETE", path: "/v1/revocations?provider=apple&subject=\(Self.subject)")
         #expect(removed.status == 204)
         #expect(try await server.get("/v1/revocations?provider=apple&subject=\(Self.subject)").status == 404)
         #expect(try await server.post("/v1/verify", verifyBody(try token(key, issuedAt: now() - 100))).status == 200)
@@ -122,7 +122,7 @@ struct RevocationE2ETests {
         let twice = [("X-Tokenguard-Admin-Key", "admin-key-0123456789abcdef"), ("X-Tokenguard-Admin-Key", "admin-key-0123456789abcdef")]
         #expect(try await guarded.post("/v1/revocations", body, headers: twice).status == 403)
         #expect(try await guarded.post("/v1/revocations", body, headers: [("X-Tokenguard-Admin-Key", "admin-key-0123456789abcdef")]).status == 200)
-        #expect(try RawHTTP.request(port: guarded.port, method: "DELETE", path: "/v1/revocations?provider=apple&subject=s-1").status == 403)
+        #expect(try await RawHTTP.request(port: guarded.port, method: "DELETE", path: "/v1/revocations?provider=apple&subject=s-1").status == 403)
         #expect(guarded.log().contains("by=admin key"))
         // Query strings are read strictly: invalid UTF-8 and repeated names are refused, + is a space.
         for query in ["provider=apple&subject=%ff", "provider=apple&subject=a&subject=b", "provider=apple&subject=%zz"] {
@@ -238,7 +238,7 @@ struct RevocationE2ETests {
         let body = try fresh(key)
         #expect(try await eventually(8) { code(try await second.post("/v1/verify", body)) == "revocation_store_unavailable" })
         let parsed = try JSONParser.parseObject(Array(body.utf8))
-        let forward = try RawHTTP.request(
+        let forward = try await RawHTTP.request(
             port: second.port, method: "GET", path: "/v1/authz/apple",
             headers: [("Authorization", "Bearer \(parsed["token"]?.stringValue ?? "")"), ("X-Tokenguard-Nonce", parsed["nonce"]?.stringValue ?? "")])
         #expect(forward.status == 503 && forward.header("X-Tokenguard-Verdict") == "revocation_store_unavailable")

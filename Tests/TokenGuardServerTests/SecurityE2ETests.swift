@@ -88,7 +88,7 @@ struct SecurityE2ETests {
         let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
         let plainConfig = try workspace.write(
             "plain.yaml", "providers:\n  Kiosk: { kind: apple, audiences: [\"\(ProviderTokens.appleAudience)\"], jwks_file: \"\(jwks)\" }\n")
-        let run = try BinaryRunner.run(["batch", "--config", plainConfig, input])
+        let run = try await BinaryRunner.run(["batch", "--config", plainConfig, input])
         let verdicts = run.stdout.split(separator: "\n").map { try? JSONParser.parseObject(Array($0.utf8)) }
         #expect(verdicts.count == lines.count)
         #expect(verdicts.first??["valid"] == .bool(true))
@@ -135,11 +135,11 @@ struct SecurityE2ETests {
         for open in ["/healthz", "/readyz", "/metrics"] { #expect(try await server.get(open).status == 200, "\(open)") }
         #expect(!server.log().contains("env-caller-key"), "keys are never logged")
 
-        let missing = try BinaryRunner.run(["serve", "--config", envConfig, "--listen", "127.0.0.1:0"])
+        let missing = try await BinaryRunner.run(["serve", "--config", envConfig, "--listen", "127.0.0.1:0"])
         #expect(missing.status == 2, "an unset caller_keys_env is a config error")
         #expect(missing.stderr.contains("server.caller_keys_env"))
         // Only serve needs caller keys: verify and batch with the same config do not.
-        let offline = try BinaryRunner.run(["verify", "--config", envConfig, "--provider", "apple", "--token", token, "--nonce", nonce])
+        let offline = try await BinaryRunner.run(["verify", "--config", envConfig, "--provider", "apple", "--token", token, "--nonce", nonce])
         #expect(offline.status == 0, "\(offline.stdout) \(offline.stderr)")
 
         let fromFile = try await ServerProcess(arguments: ["--config", fileConfig], workspace: workspace)
@@ -180,7 +180,7 @@ struct SecurityE2ETests {
         let response = try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
         let message = try json(response)["error"]?.objectValue?["message"]?.stringValue ?? ""
         #expect(message.contains("weak-1") && message.contains("skipped"))
-        let keys = try BinaryRunner.run(["keys", "--config", config])
+        let keys = try await BinaryRunner.run(["keys", "--config", config])
         #expect(keys.stdout.contains("skipped_keys") && keys.stdout.contains("weak-1"))
 
         // A fetched JWKS whose every key is skipped still shows why.
@@ -280,10 +280,12 @@ struct SecurityE2ETests {
             let idp = try await DevIdPProcess(stateDir: stateDir, port: port)
             defer { idp.stop() }
             #expect(idp.jwks?.status == 200, "round \(round)")
-            let mint = try BinaryRunner.run(["mint", "--provider", "apple", "--nonce", "raw-\(round)", "--state-dir", stateDir])
+            let mint = try await BinaryRunner.run(["mint", "--provider", "apple", "--nonce", "raw-\(round)", "--state-dir", stateDir])
             #expect(mint.status == 0, "round \(round): \(mint.stderr)")
             let token = mint.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            let verdict = try BinaryRunner.run(["verify", "--config", config, "--provider", "apple", "--token", token, "--nonce", "raw-\(round)"])
+            let verdict = try await BinaryRunner.run([
+                "verify", "--config", config, "--provider", "apple", "--token", token, "--nonce", "raw-\(round)",
+            ])
             #expect(verdict.status == 0, "round \(round): \(verdict.stdout) \(verdict.stderr)")
         }
     }
@@ -353,7 +355,7 @@ struct SecurityFindingsE2ETests {
             "{\"id\":\($0.offset),\"provider\":\"corp\",\"token\":\"\($0.element)\"}"
         }
         let input = try workspace.write("lines.ndjson", lines.joined(separator: "\n") + "\n")
-        let run = try BinaryRunner.run(["batch", "--config", config, input])
+        let run = try await BinaryRunner.run(["batch", "--config", config, input])
         let codes = run.stdout.split(separator: "\n").map { line -> String in
             let verdict = try? JSONParser.parseObject(Array(line.utf8))
             return verdict?["error"]?.objectValue?["code"]?.stringValue ?? "valid"
@@ -364,10 +366,10 @@ struct SecurityFindingsE2ETests {
     }
 
     @Test("microsoft without tenants is a config error naming tenants; built-in defaults say what to set")
-    func microsoftTenants() throws {
+    func microsoftTenants() async throws {
         let workspace = try TempWorkspace()
         let config = try workspace.write("ms.yaml", "providers:\n  microsoft: { audiences: [\"a\"] }\n")
-        let run = try BinaryRunner.run(["verify", "--config", config, "--provider", "microsoft", "--token", "a.b.c"])
+        let run = try await BinaryRunner.run(["verify", "--config", config, "--provider", "microsoft", "--token", "a.b.c"])
         #expect(run.status == 2)
         #expect(run.stderr.contains("providers.microsoft.tenants"))
     }

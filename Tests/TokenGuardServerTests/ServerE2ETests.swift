@@ -56,7 +56,7 @@ struct ServerE2ETests {
     /// A GET's status and its time by curl's own clock. This test process's clock would also count the time its
     /// threads were held by other tests' blocking waits (a CI run failed on 4.1 s while the server, alone, answers in
     /// milliseconds).
-    func curlTimed(_ url: String) throws -> (status: Int, seconds: Double) {
+    func curlTimed(_ url: String) async throws -> (status: Int, seconds: Double) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = ["-s", "-o", "/dev/null", "--max-time", "10", "-w", "%{http_code} %{time_total}", url]
@@ -64,7 +64,7 @@ struct ServerE2ETests {
         process.standardOutput = output
         try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        await process.exited()
         let fields = text.split(separator: " ")
         guard fields.count == 2, let status = Int(fields[0]), let seconds = Double(fields[1]) else { throw RunnerError("curl said \(text)") }
         return (status, seconds)
@@ -96,7 +96,7 @@ struct ServerE2ETests {
         try await Task.sleep(for: .milliseconds(300))
         // The loop is free: another connection is answered while the request waits. (Verifications are not timed
         // here: with keys past their 1 s TTL a verification may join the slow refetch, which is waiting, not blocking.)
-        let (status, waited) = try curlTimed(setup.server.baseURL + "/healthz")
+        let (status, waited) = try await curlTimed(setup.server.baseURL + "/healthz")
         #expect(status == 200)
         #expect(waited < 2, "answered after \(waited) s while another request waited on the IdP")
         let slowAnswer = try await slow.value
@@ -338,7 +338,7 @@ struct ServerE2ETests {
         for path in ["/v1/verify", "/v1/verify/batch", "/v1/notifications/apple", "/v1/revocations"] {
             let head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{\"a"
             let started = Date()
-            let exchange = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 12)
+            let exchange = try await RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 12)
             #expect(exchange.closed, "\(path): still open after 12 s")
             #expect(Date().timeIntervalSince(started) < 10, "\(path): closed after \(Date().timeIntervalSince(started)) s")
         }
@@ -350,14 +350,14 @@ struct ServerE2ETests {
             for _ in 0..<8 {
                 group.addTask {
                     let head = "POST /v1/verify/batch HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"items\":[     "
-                    _ = try? RawHTTP.exchange(port: port, Array(head.utf8), timeout: 6)
+                    _ = try? await RawHTTP.exchange(port: port, Array(head.utf8), timeout: 6)
                 }
             }
         }
         try await Task.sleep(for: .seconds(1))
         #expect(setup.server.process.isRunning, "the server died: \(setup.server.log().suffix(600))")
         #expect((try? await setup.server.get("/healthz"))?.status == 200)
-        #expect(setup.server.terminate(timeout: 20) == 0)
+        #expect(await setup.server.terminate(timeout: 20) == 0)
     }
 
     @Test("a body announced over the limit is refused at once, unread, with Connection: close")
@@ -366,7 +366,7 @@ struct ServerE2ETests {
         defer { setup.server.stop() }
         // Found by the abuse run: the server used to wait for the 100 MB until a timeout closed the connection.
         let head = "POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{\"provider\":"
-        let (response, seconds, closed) = try RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 9)
+        let (response, seconds, closed) = try await RawHTTP.exchange(port: setup.server.port, Array(head.utf8), timeout: 9)
         #expect(response.hasPrefix("HTTP/1.1 413"), "\(response.prefix(200))")
         #expect(response.lowercased().contains("connection: close"))
         // The connection ends as the answer says, at the latest ClosingAfterResponse.lingerSeconds (5) later (it used to
@@ -378,7 +378,7 @@ struct ServerE2ETests {
         let naive =
             "POST /v1/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
             + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-        let (sentAll, naiveResponse, naiveClosed) = try RawHTTP.sendAllThenRead(port: setup.server.port, Array(naive.utf8), timeout: 9)
+        let (sentAll, naiveResponse, naiveClosed) = try await RawHTTP.sendAllThenRead(port: setup.server.port, Array(naive.utf8), timeout: 9)
         #expect(sentAll, "the upload was read, not reset")
         #expect(naiveResponse.hasPrefix("HTTP/1.1 413"), "\(naiveResponse.prefix(200))")
         #expect(naiveResponse.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer: \(naiveResponse.prefix(600))")
@@ -410,7 +410,7 @@ struct ServerE2ETests {
         }
         // Three verifications in one write: three answers, in order, the connection kept. (Read until the third
         // verdict is whole: this blocks one of the few threads the other tests run on.)
-        let (answers, _, _) = try RawHTTP.exchange(
+        let (answers, _, _) = try await RawHTTP.exchange(
             port: setup.server.port, Array(try ["p1", "p2", "p3"].map(verify).joined().utf8), timeout: 8,
             isComplete: { $0.components(separatedBy: "HTTP/1.1 ").count == 4 && $0.hasSuffix("}") })
         let statuses = answers.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
@@ -419,14 +419,14 @@ struct ServerE2ETests {
         let oversized = String(repeating: "a", count: 70_000)
         let first =
             "POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(oversized.utf8.count)\r\n\r\n\(oversized)"
-        let (answer, _, _) = try RawHTTP.exchange(port: setup.server.port, Array((first + verify("after-413")).utf8), timeout: 1.5)
+        let (answer, _, _) = try await RawHTTP.exchange(port: setup.server.port, Array((first + verify("after-413")).utf8), timeout: 1.5)
         #expect(answer.hasPrefix("HTTP/1.1 413") && answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(answer.prefix(300))")
         // A forward-auth request with a body, then a verification: the same.
         let authz = "POST /v1/authz/apple HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
-        let (authzAnswer, _, _) = try RawHTTP.exchange(port: setup.server.port, Array((authz + verify("after-authz")).utf8), timeout: 1.5)
+        let (authzAnswer, _, _) = try await RawHTTP.exchange(port: setup.server.port, Array((authz + verify("after-authz")).utf8), timeout: 1.5)
         #expect(authzAnswer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(authzAnswer.prefix(300))")
         // A client that ends its input with the request is not kept waiting for the linger time.
-        let (_, _, closedAtOnce) = try RawHTTP.exchange(
+        let (_, _, closedAtOnce) = try await RawHTTP.exchange(
             port: setup.server.port, Array((authz + verify("half-closed")).utf8), timeout: 4, halfClose: true)
         #expect(closedAtOnce, "closed when the client's input ended, not 5 s later")
         for subject in ["after-413", "after-authz", "half-closed"] {
@@ -452,18 +452,20 @@ struct ServerE2ETests {
                 return Array((String(chunk.count, radix: 16) + "\r\n").utf8) + chunk + Array("\r\n".utf8)
             }
         }
-        func statuses(_ response: String) -> [String] { response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) } }
+        @Sendable func statuses(_ response: String) -> [String] {
+            response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        }
 
         // A Content-Length body in seven pieces, then /healthz on the same connection.
         let pieces = stride(from: 0, to: body.count, by: body.count / 6).map { Array(body[$0..<min($0 + body.count / 6, body.count)]) }
-        let (split, _) = try RawHTTP.exchange(
+        let (split, _) = try await RawHTTP.exchange(
             port: setup.server.port, pieces: [head("Content-Length: \(body.count)")] + pieces + [healthz], pause: 0.05, timeout: 8,
             isComplete: { statuses($0).count == 2 && $0.hasSuffix("\r\n\r\n") == false })
         #expect(statuses(split) == ["200", "200"], "\(split.prefix(400))")
         #expect(split.contains("\"valid\":true"), "\(split.prefix(400))")
 
         // Chunked, in 40-byte chunks sent apart, then /healthz.
-        let (chunkedAnswer, _) = try RawHTTP.exchange(
+        let (chunkedAnswer, _) = try await RawHTTP.exchange(
             port: setup.server.port, pieces: [head("Transfer-Encoding: chunked")] + chunked(body, size: 40) + [Array("0\r\n\r\n".utf8), healthz],
             pause: 0.01, timeout: 8, isComplete: { statuses($0).count == 2 && !$0.hasSuffix("\r\n\r\n") })
         #expect(statuses(chunkedAnswer) == ["200", "200"], "\(chunkedAnswer.prefix(400))")
@@ -472,7 +474,7 @@ struct ServerE2ETests {
         // No body at all, by either framing: invalid_request, and the connection goes on.
         for framing in ["Content-Length: 0", "Transfer-Encoding: chunked"] {
             let end = framing.hasPrefix("Transfer") ? Array("0\r\n\r\n".utf8) : []
-            let (empty, _) = try RawHTTP.exchange(
+            let (empty, _) = try await RawHTTP.exchange(
                 port: setup.server.port, pieces: [head(framing) + end, healthz], pause: 0.05, timeout: 8,
                 isComplete: { statuses($0).count == 2 && !$0.hasSuffix("\r\n\r\n") })
             #expect(statuses(empty) == ["400", "200"], "\(framing): \(empty.prefix(400))")
@@ -481,7 +483,7 @@ struct ServerE2ETests {
 
         // Chunked with no length announced, over the 4,096-byte limit: 413, connection closed, the request after it unserved.
         let oversized = Array(repeating: UInt8(ascii: "a"), count: 5000)
-        let (tooLarge, closed) = try RawHTTP.exchange(
+        let (tooLarge, closed) = try await RawHTTP.exchange(
             port: setup.server.port,
             pieces: [head("Transfer-Encoding: chunked")] + chunked(oversized, size: 1000) + [Array("0\r\n\r\n".utf8), healthz],
             pause: 0.01, timeout: 8)
@@ -497,7 +499,7 @@ struct ServerE2ETests {
             ("input ends before the announced length", [head("Content-Length: 100"), Array(body.prefix(10))], true),
         ]
         for (name, pieces, halfClose) in broken {
-            let (answer, closed) = try RawHTTP.exchange(
+            let (answer, closed) = try await RawHTTP.exchange(
                 port: setup.server.port, pieces: pieces, pause: 0.05, timeout: 8, halfClose: halfClose)
             #expect(statuses(answer) == ["400"], "\(name): \(answer.prefix(400))")
             #expect(answer.contains("\"code\":\"invalid_request\""), "\(name): \(answer.prefix(400))")
@@ -538,7 +540,7 @@ struct ServerE2ETests {
             ]
             for (request, name, closes) in requests {
                 // A connection that stays open is read until the timeout: a shorter one for those.
-                let (answer, _, closed) = try RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: closes ? 4 : 1.5)
+                let (answer, _, closed) = try await RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: closes ? 4 : 1.5)
                 let label = "\(name), \(shape)"
                 #expect(answer.hasPrefix("HTTP/1.1 200 ") || answer.hasPrefix("HTTP/1.1 401 "), "\(label): \(answer.prefix(200))")
                 #expect(closed == closes, "\(label): closed \(closed)")
@@ -558,13 +560,13 @@ struct ServerE2ETests {
                     .utf8)
             let fd = try #require(RawHTTP.connectLoopback(port: setup.server.port))
             defer { close(fd) }
-            let interim = RawHTTP.step(fd, send: head, timeout: 3) { $0.hasSuffix("\r\n\r\n") }
+            let interim = await RawHTTP.step(fd, send: head, timeout: 3) { $0.hasSuffix("\r\n\r\n") }
             #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "\(shape): \(interim)")
-            let final = RawHTTP.step(fd, send: body, timeout: 5) { $0.contains("\"valid\":") }
+            let final = await RawHTTP.step(fd, send: body, timeout: 5) { $0.contains("\"valid\":") }
             #expect(final.hasPrefix("HTTP/1.1 200 "), "\(shape): \(final.prefix(300))")
             #expect(final.contains("\"valid\":true"), "\(shape): \(final.prefix(300))")
 
-            let (tooLarge, _, _) = try RawHTTP.exchange(
+            let (tooLarge, _, _) = try await RawHTTP.exchange(
                 port: setup.server.port, Array("POST /v1/verify HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 9999999\r\n\r\n".utf8),
                 timeout: 3, isComplete: { $0.contains("}}") })
             #expect(tooLarge.hasPrefix("HTTP/1.1 413 "), "\(shape): \(tooLarge.prefix(300))")
@@ -574,9 +576,9 @@ struct ServerE2ETests {
             let old = try #require(RawHTTP.connectLoopback(port: setup.server.port))
             defer { close(old) }
             let http10 = String(decoding: head, as: UTF8.self).replacingOccurrences(of: "HTTP/1.1", with: "HTTP/1.0")
-            let nothing = RawHTTP.step(old, send: Array(http10.utf8), timeout: 1) { !$0.isEmpty }
+            let nothing = await RawHTTP.step(old, send: Array(http10.utf8), timeout: 1) { !$0.isEmpty }
             #expect(nothing.isEmpty, "\(shape): \(nothing)")
-            let answer = RawHTTP.step(old, send: body, timeout: 5) { $0.contains("\"valid\":") }
+            let answer = await RawHTTP.step(old, send: body, timeout: 5) { $0.contains("\"valid\":") }
             #expect(answer.hasPrefix("HTTP/1.1 200 "), "\(shape): \(answer.prefix(300))")
         }
     }
@@ -641,7 +643,7 @@ struct ServerE2ETests {
         let nonce = self.nonce
         let inFlight = Task { try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}") }
         try await Task.sleep(for: .milliseconds(1500))
-        let status = await Task.detached { server.terminate() }.value
+        let status = await server.terminate()
         let response = try await inFlight.value
         #expect(response.status == 200, "the in-flight request completes: \(String(decoding: response.body, as: UTF8.self))")
         #expect(status == 0, "exit status \(String(describing: status)); log: \(server.log().suffix(2000))")
@@ -695,16 +697,16 @@ struct ServerE2ETests {
         kill(server.process.processIdentifier, SIGTERM)
         // The first signal must have been handled before the second is sent (two pending signals are one).
         #expect(try await sawDraining(server, within: 20))
-        let status = await Task.detached { server.terminate(timeout: 20) }.value
+        let status = await server.terminate(timeout: 20)
         #expect(status == 0)
         #expect(Date().timeIntervalSince(signalledAt) < 50, "the second signal ended the 60 s grace period")
     }
 
     @Test("no config file: built-in defaults for the real providers; config errors exit 2")
-    func defaultsAndConfigErrors() throws {
+    func defaultsAndConfigErrors() async throws {
         let workspace = try TempWorkspace()
         let bad = try workspace.write("bad.yaml", "providers:\n  apple: { audiences: [\"a\"], jwks_url: \"https://x\", typo: 1 }\n")
-        let result = try BinaryRunner.run(["serve", "--config", bad])
+        let result = try await BinaryRunner.run(["serve", "--config", bad])
         #expect(result.status == 2)
         #expect(result.stderr.contains("providers.apple.typo"))
     }

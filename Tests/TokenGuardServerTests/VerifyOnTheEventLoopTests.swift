@@ -77,8 +77,8 @@ struct VerifyOnTheEventLoopTests {
     }
 
     /// What the server sent on one connection for `bytes` followed by a closing `/healthz`, with `Date` values blanked.
-    func exchange(_ server: ServerProcess, _ bytes: [UInt8]) throws -> String {
-        let (text, _, _) = try RawHTTP.exchange(port: server.port, bytes + Self.closing, timeout: 10, isComplete: Self.endsWithClose)
+    func exchange(_ server: ServerProcess, _ bytes: [UInt8]) async throws -> String {
+        let (text, _, _) = try await RawHTTP.exchange(port: server.port, bytes + Self.closing, timeout: 10, isComplete: Self.endsWithClose)
         return Self.withoutDates(text)
     }
 
@@ -193,8 +193,8 @@ struct VerifyOnTheEventLoopTests {
         let servers = try await start()
         defer { servers.stop() }
         for (label, bytes) in try shapes(servers.key) {
-            let fromPipeline = try exchange(servers.pipeline, bytes)
-            let fromRouter = try exchange(servers.router, bytes)
+            let fromPipeline = try await exchange(servers.pipeline, bytes)
+            let fromRouter = try await exchange(servers.router, bytes)
             if label == "verify explain" {
                 // Its checks say how many seconds remain, read a moment apart on the two servers.
                 #expect(Self.statuses(fromPipeline) == Self.statuses(fromRouter), "\(label):\n\(fromPipeline)\n---\n\(fromRouter)")
@@ -221,8 +221,8 @@ struct VerifyOnTheEventLoopTests {
         var stream: [UInt8] = []
         for (_, bytes) in shapes { stream += bytes + healthz }
         stream += Array("NOT HTTP AT ALL\r\n\r\n".utf8)
-        let fromPipeline = try exchange(servers.pipeline, stream)
-        let fromRouter = try exchange(servers.router, stream)
+        let fromPipeline = try await exchange(servers.pipeline, stream)
+        let fromRouter = try await exchange(servers.router, stream)
         #expect(fromPipeline == fromRouter, "\(fromPipeline)\n---\n\(fromRouter)")
         let statuses = Self.statuses(fromPipeline)
         #expect(statuses.last == 400, "the malformed request is answered last: \(statuses)")
@@ -243,17 +243,17 @@ struct VerifyOnTheEventLoopTests {
         }
         let first = Self.request("POST", "/v1/verify", body: Self.verify(try token(servers.key, "030"), nonce: Self.nonce("030")))
         let before = try await answeredInPipeline(servers.pipeline, "verify")
-        let firstAnswer = try exchange(servers.pipeline, first)
+        let firstAnswer = try await exchange(servers.pipeline, first)
         #expect(code(firstAnswer) == "valid", "\(firstAnswer)")
         #expect(try await answeredInPipeline(servers.pipeline, "verify") == before + 1)
         // The same request in two reads goes to the router.
-        let (again, _) = try RawHTTP.exchange(port: port, pieces: split(first), pause: 0.2, timeout: 10)
+        let (again, _) = try await RawHTTP.exchange(port: port, pieces: split(first), pause: 0.2, timeout: 10)
         #expect(code(again) == "token_replayed")
 
         let second = Self.request("POST", "/v1/verify", body: Self.verify(try token(servers.key, "031"), nonce: Self.nonce("031")))
-        let (routed, _) = try RawHTTP.exchange(port: port, pieces: split(second), pause: 0.2, timeout: 10)
+        let (routed, _) = try await RawHTTP.exchange(port: port, pieces: split(second), pause: 0.2, timeout: 10)
         #expect(code(routed) == "valid")
-        #expect(code(try exchange(servers.pipeline, second)) == "token_replayed")
+        await #expect(code(try exchange(servers.pipeline, second)) == "token_replayed")
         // At least the two whole requests (a split request whose pieces a stalled server read together is answered
         // here too, with the same verdict).
         #expect(try await answeredInPipeline(servers.pipeline, "verify") >= before + 2)
@@ -327,7 +327,7 @@ struct VerifyOnTheEventLoopTests {
         #expect(read > 0 && String(decoding: buffer[0..<max(read, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         #expect(try await answeredInPipeline(servers.pipeline, "verify") == 1)
         let started = Date()
-        let status = servers.pipeline.terminate(timeout: 15)
+        let status = await servers.pipeline.terminate(timeout: 15)
         #expect(status == 0, "exit status \(String(describing: status))")
         #expect(Date().timeIntervalSince(started) < 10, "the idle connection held the shutdown")
     }

@@ -560,6 +560,22 @@ struct JWKSKeySourceTests {
         #expect(retried - failed >= 0.9 && retried - failed <= 1.1 + 1e-6, "retried \(retried - failed) s after the failure")
     }
 
+    @Test("a refresh loop cancelled during a fetch that hangs returns before the fetch ends", .timeLimit(.minutes(1)))
+    func refreshLoopStopsDuringFetch() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        idp.fail(with: FakeHTTPServer.Response(status: 503, delay: 20))
+        let source = source(idp, timeoutMilliseconds: 60_000)
+        let loop = Task { await source.runRefreshLoop() }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while idp.fetches == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(idp.fetches == 1)
+        loop.cancel()
+        await loop.value  // a shutdown waits for this, not for the IdP's 20 s or the 60 s timeout
+        // The fetch has not ended (its 503 would be the last error): it goes on for whatever else shares it.
+        #expect(source.status.lastError == nil && source.status.consecutiveFailures == 0)
+    }
+
     @Test("a cancelled refresh loop stops during its wait and fetches no more", .timeLimit(.minutes(2)))
     func refreshLoopStopsWhenCancelled() async throws {
         let key = try SharedTestKeys.rsa()

@@ -51,7 +51,14 @@ package enum BinaryRunner {
         throw RunnerError("tokenguard binary not found next to \(testBinary.path); build it first (swift build)")
     }
 
-    package static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], timeout: TimeInterval = 120) throws
+    /// Runs `tokenguard ARGUMENTS` to its end, waiting on a thread of its own (``onOwnThread(_:)``).
+    package static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:], timeout: TimeInterval = 120)
+        async throws -> Output
+    {
+        try await onOwnThread { try runBlocking(arguments, stdin: stdin, environment: environment, timeout: timeout) }
+    }
+
+    private static func runBlocking(_ arguments: [String], stdin: String, environment: [String: String], timeout: TimeInterval) throws
         -> Output
     {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-run-\(UUID().uuidString)")
@@ -117,6 +124,11 @@ package final class TempWorkspace: @unchecked Sendable {
 }
 
 extension Process {
+    /// Waits for the process to exit on a thread of its own, never blocking one of Swift's cooperative threads.
+    package func exited() async {
+        await onOwnThread { self.waitUntilExit() }
+    }
+
     /// Runs the process to its end and returns what it wrote to standard output (standard error is dropped). For
     /// tools whose output is small (redis-cli, wrk's report): read before waiting, so a full pipe never blocks them.
     package func outputAfterRunning() throws -> String {

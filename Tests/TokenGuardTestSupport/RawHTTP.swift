@@ -7,8 +7,19 @@ package enum RawHTTP {
     /// satisfies `isComplete`. Returns what was read, the seconds until its first byte (nil: nothing came), and whether
     /// the server closed the connection. With `halfClose`, the client's end of input follows the bytes at once
     /// (`shutdown(SHUT_WR)`).
+    ///
+    /// Every exchange here blocks on its socket, so each runs on a thread of its own (``onOwnThread(_:)``).
     package static func exchange(
-        port: Int, _ bytes: [UInt8], timeout: Double, halfClose: Bool = false, isComplete: (String) -> Bool = { _ in false }
+        port: Int, _ bytes: [UInt8], timeout: Double, halfClose: Bool = false,
+        isComplete: @escaping @Sendable (String) -> Bool = { _ in false }
+    ) async throws -> (
+        response: String, firstByteSeconds: Double?, closed: Bool
+    ) {
+        try await onOwnThread { try exchangeBlocking(port: port, bytes, timeout: timeout, halfClose: halfClose, isComplete: isComplete) }
+    }
+
+    private static func exchangeBlocking(
+        port: Int, _ bytes: [UInt8], timeout: Double, halfClose: Bool, isComplete: (String) -> Bool
     ) throws -> (
         response: String, firstByteSeconds: Double?, closed: Bool
     ) {
@@ -27,7 +38,15 @@ package enum RawHTTP {
     /// request whose body reaches the server in several reads.
     package static func exchange(
         port: Int, pieces: [[UInt8]], pause: Double, timeout: Double, halfClose: Bool = false,
-        isComplete: (String) -> Bool = { _ in false }
+        isComplete: @escaping @Sendable (String) -> Bool = { _ in false }
+    ) async throws -> (response: String, closed: Bool) {
+        try await onOwnThread {
+            try exchangeBlocking(port: port, pieces: pieces, pause: pause, timeout: timeout, halfClose: halfClose, isComplete: isComplete)
+        }
+    }
+
+    private static func exchangeBlocking(
+        port: Int, pieces: [[UInt8]], pause: Double, timeout: Double, halfClose: Bool, isComplete: (String) -> Bool
     ) throws -> (response: String, closed: Bool) {
         guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
         defer { close(fd) }
@@ -44,7 +63,13 @@ package enum RawHTTP {
 
     /// As a client that writes its whole request before it reads the answer: `sentAll` is false when a write failed
     /// (the server reset the connection), as such a client would then fail without reading anything.
-    package static func sendAllThenRead(port: Int, _ bytes: [UInt8], timeout: Double) throws -> (
+    package static func sendAllThenRead(port: Int, _ bytes: [UInt8], timeout: Double) async throws -> (
+        sentAll: Bool, response: String, closed: Bool
+    ) {
+        try await onOwnThread { try sendAllThenReadBlocking(port: port, bytes, timeout: timeout) }
+    }
+
+    private static func sendAllThenReadBlocking(port: Int, _ bytes: [UInt8], timeout: Double) throws -> (
         sentAll: Bool, response: String, closed: Bool
     ) {
         guard let fd = connectLoopback(port: port) else { throw RunnerError("connect to 127.0.0.1:\(port) failed") }
@@ -62,7 +87,11 @@ package enum RawHTTP {
 
     /// Sends `bytes` on an open connection (`connectLoopback`), then reads what comes within `timeout` seconds or until
     /// it satisfies `isComplete`: one step of a conversation, for exchanges where the client waits between its parts.
-    package static func step(_ fd: Int32, send bytes: [UInt8], timeout: Double, isComplete: (String) -> Bool) -> String {
+    package static func step(_ fd: Int32, send bytes: [UInt8], timeout: Double, isComplete: @escaping @Sendable (String) -> Bool) async -> String {
+        await onOwnThread { stepBlocking(fd, send: bytes, timeout: timeout, isComplete: isComplete) }
+    }
+
+    private static func stepBlocking(_ fd: Int32, send bytes: [UInt8], timeout: Double, isComplete: (String) -> Bool) -> String {
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         let (received, _, _) = readUntilClosed(fd, started: Date(), timeout: timeout) { isComplete(String(decoding: $0, as: UTF8.self)) }
         return String(decoding: received, as: UTF8.self)
@@ -126,10 +155,10 @@ package enum RawHTTP {
     /// parsed, or an error when none came within `timeout`.
     package static func request(
         port: Int, method: String, path: String, headers: [(String, String)] = [], body: [UInt8] = [], timeout: Double = 10
-    ) throws -> Response {
+    ) async throws -> Response {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        let (text, _, _) = try exchange(port: port, Array((head + "\r\n").utf8) + body, timeout: timeout)
+        let (text, _, _) = try await exchange(port: port, Array((head + "\r\n").utf8) + body, timeout: timeout)
         return try parse(text)
     }
 

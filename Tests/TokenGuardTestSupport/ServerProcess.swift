@@ -152,11 +152,13 @@ package final class ServerProcess: @unchecked Sendable {
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
     @discardableResult
-    package func terminate(timeout: TimeInterval = 20) -> Int32? {
+    package func terminate(timeout: TimeInterval = 20) async -> Int32? {
         guard process.isRunning else { return process.terminationStatus }
         kill(process.processIdentifier, SIGTERM)
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
+        // Polled with a suspension, not usleep: a drain takes seconds, and a blocked cooperative thread stalls
+        // every other test.
+        while process.isRunning && Date() < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         return process.isRunning ? nil : process.terminationStatus
     }
 

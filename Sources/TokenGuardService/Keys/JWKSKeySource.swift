@@ -207,9 +207,39 @@ package final class JWKSKeySource: KeySource {
                 do { try await sleep(min(delay, Self.recheckSeconds)) } catch { return }
                 continue
             }
-            await refresh()
+            // Not `refresh()`: cancelled (a shutdown), the loop stops waiting at once; the fetch goes on for the
+            // verifications that share it, and a hanging IdP cannot hold the shutdown for the outbound timeout.
+            let fetch = state.withLock { state in state.inflight ?? startFetch(&state) }
+            guard await Self.valueUnlessCancelled(of: fetch) != nil else { return }
             Gauge(label: "tokenguard_key_age_seconds", dimensions: [("provider", provider)])
                 .record(state.withLock { $0.fetchedAt.map { clock.now - $0 } ?? -1 })
+        }
+    }
+
+    /// `task`'s value, or nil as soon as the calling task is cancelled (`task` itself runs on).
+    static func valueUnlessCancelled<T: Sendable>(of task: Task<T, Never>) async -> T? {
+        // The continuation is resumed once: by the task's end or by the cancellation, whichever comes first
+        // (a cancellation before the continuation exists marks the slot, and the body resumes at once).
+        let slot = Locked<(continuation: CheckedContinuation<T?, Never>?, finished: Bool)>((nil, false))
+        @Sendable func finish(_ value: T?) {
+            let continuation = slot.withLock { slot -> CheckedContinuation<T?, Never>? in
+                defer { slot = (nil, true) }
+                return slot.finished ? nil : slot.continuation
+            }
+            continuation?.resume(returning: value)
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let alreadyCancelled = slot.withLock { slot -> Bool in
+                    if slot.finished { return true }
+                    slot.continuation = continuation
+                    return false
+                }
+                if alreadyCancelled { return continuation.resume(returning: nil) }
+                Task { finish(await task.value) }
+            }
+        } onCancel: {
+            finish(nil)
         }
     }
 
