@@ -116,7 +116,7 @@ package final class CurlHTTPClient: HTTPFetching {
         return HTTPResponse(status: status, headers: state.headers, body: state.body)
     }
 
-    static let cancelled = FetchError(.transport, "cancelled: the caller stopped waiting")
+    static let cancelled = FetchError(.cancelled, "the caller stopped waiting")
 
     static func error(for code: CURLcode, exceeded: Bool, limit: Int) -> FetchError {
         let text = unsafe String(cString: curl_easy_strerror(code))

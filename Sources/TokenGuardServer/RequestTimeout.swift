@@ -149,6 +149,8 @@ final class DeadlineWheel: Sendable {
         var pending: [UInt64: Entry] = [:]
         var nextID: UInt64 = 0
         var ticking = false
+        /// Set at shutdown: no deadline, present or future, falls later than this.
+        var latest: ContinuousClock.Instant?
     }
 
     private let state = Locked(State())
@@ -157,9 +159,10 @@ final class DeadlineWheel: Sendable {
     func add(after seconds: Double, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
         // Clamped before the conversion: a NaN, an infinity or a huge value must not trap (config allows 1–600 s).
         let milliseconds = seconds.isFinite ? Int64(min(max(seconds, 0), 86_400) * 1000) : 0
-        let deadline = ContinuousClock.now.advanced(by: .milliseconds(milliseconds))
+        let requested = ContinuousClock.now.advanced(by: .milliseconds(milliseconds))
         let (id, start) = state.withLock { state -> (UInt64, Bool) in
             state.nextID &+= 1
+            let deadline = state.latest.map { min($0, requested) } ?? requested
             state.pending[state.nextID] = Entry(deadline: deadline, expire: expire)
             defer { state.ticking = true }
             return (state.nextID, !state.ticking)
@@ -169,6 +172,19 @@ final class DeadlineWheel: Sendable {
     }
 
     func remove(_ id: UInt64) { _ = state.withLock { $0.pending.removeValue(forKey: id) } }
+
+    /// Brings every deadline, present and future, to within `seconds` from now: at shutdown, a request waiting on an
+    /// IdP that hangs (with outbound and request timeouts of minutes) is answered 503 and its outbound call cancelled,
+    /// rather than holding the process past its orchestrator's patience.
+    func shorten(toWithin seconds: Double) {
+        let latest = ContinuousClock.now.advanced(by: .milliseconds(Int64(min(max(seconds, 0), 86_400) * 1000)))
+        state.withLock { state in
+            state.latest = state.latest.map { min($0, latest) } ?? latest
+            for (id, entry) in state.pending where entry.deadline > latest {
+                state.pending[id] = Entry(deadline: latest, expire: entry.expire)
+            }
+        }
+    }
 
     private func tick() async {
         while true {

@@ -5,7 +5,8 @@ import UnixSignals
 
 /// Stopping without failing a request behind a load balancer: on SIGTERM (or SIGINT) `/readyz` turns 503 at once
 /// while every request is still served; after the grace period this service returns, and the group's graceful
-/// shutdown stops accepting and lets in-flight requests finish. A second signal ends the grace period early.
+/// shutdown stops accepting and lets in-flight requests finish, within ``inFlightSeconds``. A second signal ends the
+/// grace period early.
 package final class ShutdownDrain: Service, Sendable {
     private let draining = Atomic<Bool>(false)
     let graceSeconds: Int
@@ -15,6 +16,9 @@ package final class ShutdownDrain: Service, Sendable {
         self.graceSeconds = graceSeconds
         self.logger = logger
     }
+
+    /// How long requests in flight when the server stops have to finish, at most.
+    package static let inFlightSeconds: Double = 10
 
     /// True from the first stop signal on: `/readyz` says not ready.
     package var isDraining: Bool { draining.load(ordering: .relaxed) }
@@ -47,6 +51,9 @@ package final class ShutdownDrain: Service, Sendable {
                 }
                 _ = await iterator.next()  // the grace period's end, or a second signal
             }
+            // In-flight requests get this long to finish; then each is answered 503 (request_timeout) and its
+            // outbound calls are cancelled.
+            DeadlineWheel.shared.shorten(toWithin: Self.inFlightSeconds)
             group.cancelAll()
         }
     }

@@ -62,6 +62,19 @@ struct CurlHTTPClientTests {
         }
     }
 
+    @Test("header lines: one named HTTP/ wipes nothing, a folded line continues its header, a space before the colon is dropped")
+    func headerLines() async throws {
+        let server = try FakeHTTPServer { _ in
+            FakeHTTPServer.Response(headers: [
+                ("Cache-Control", "no-store"), ("HTTP/1.1 200 OK", "x"), ("X-Folded", "max-age=90000,\r\n no-store"), ("X-Spaced ", "private"),
+            ])
+        }
+        let response = try await Self.client().send(HTTPRequest(url: server.baseURL + "/"))
+        #expect(response.header("cache-control") == "no-store")
+        #expect(response.header("x-folded") == "max-age=90000, no-store")
+        #expect(response.header("x-spaced") == "private")
+    }
+
     @Test("a cancelled caller's transfer stops, before the server answers, and frees its thread", .timeLimit(.minutes(1)))
     func cancelled() async throws {
         let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array("{}".utf8), delay: 20) }

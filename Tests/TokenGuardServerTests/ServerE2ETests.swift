@@ -649,6 +649,46 @@ struct ServerE2ETests {
         #expect(status == 0, "exit status \(String(describing: status)); log: \(server.log().suffix(2000))")
     }
 
+    @Test(
+        "a request waiting on a hanging IdP at shutdown is answered 503 within 10 s and the server exits 0, long before the IdP or the timeouts would end it",
+        .timeLimit(.minutes(2)))
+    func shutdownDuringHangingFetch() async throws {
+        let key = try SharedTestKeys.rsa()
+        let jwks = try SharedTestKeys.jwks([key])
+        let idp = try FakeHTTPServer { _ in
+            var response = FakeHTTPServer.Response.json(jwks)
+            response.delay = 50
+            return response
+        }
+        let workspace = try TempWorkspace()
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            http: { connect_timeout_ms: 500, timeout_ms: 120000 }
+            server: { request_timeout_seconds: 120 }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        let token = try key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let nonce = self.nonce
+        // Cold keys: the verification joins the first fetch, which the IdP holds for 50 s.
+        let inFlight = Task { try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}") }
+        let deadline = Date().addingTimeInterval(20)
+        while idp.count("/jwks") == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(1500))
+        let signalledAt = Date()
+        let status = await server.terminate(timeout: 45)
+        let stoppedAfter = Date().timeIntervalSince(signalledAt)
+        let response = try await inFlight.value
+        #expect(response.status == 503, "\(String(decoding: response.body, as: UTF8.self))")
+        #expect(String(decoding: response.body, as: UTF8.self).contains("request_timeout"))
+        #expect(status == 0, "exit status \(String(describing: status)); log: \(server.log().suffix(2000))")
+        // 10 s for requests in flight, then the answer and the exit; the IdP would have answered at 50 s.
+        #expect(stoppedAfter < 35, "stopped \(stoppedAfter) s after SIGTERM")
+    }
+
     @Test("shutdown_grace_seconds: after SIGTERM /readyz is 503 while verification still answers, then the server exits 0")
     func drainBeforeStopping() async throws {
         // A grace period long enough for the checks below with every suite running at once on two cores: with 2 s,

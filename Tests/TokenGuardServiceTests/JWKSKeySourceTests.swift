@@ -218,6 +218,8 @@ struct JWKSKeySourceTests {
             // Several lines are one list (RFC 9110 §5.3): a line a CDN adds hides nothing.
             ("no-store\nmax-age=5000", 300), ("max-age=5000\nno-store", 300), ("max-age=600\nmax-age=5000", 600),
             ("max-age=5000\nprivate", 5000), ("public\nmax-age=600", 600),
+            // Read as bytes: a combining mark after "," or "=" joins nothing, and a byte outside ASCII is invalid.
+            ("public,\u{301}no-store", 300), ("max-age=\u{301} 20", 300), ("max-age=600, \u{1F600}", 300),
         ] {
             idp.setCacheControl(header)
             let source = source(idp, clock: clock)
@@ -499,6 +501,31 @@ struct JWKSKeySourceTests {
         await source.refresh()
         #expect(source.status.usable == false)
         #expect(source.nextRefreshDelay() <= 33)
+    }
+
+    @Test("while fetches fail, an unknown kid refetches no sooner than the backoff, whatever the cooldown")
+    func unknownKidDuringBackoff() async throws {
+        let key = try SharedTestKeys.rsa()
+        let idp = try IdP(keys: [key])
+        let clock = TestClock(1_767_222_000)
+        var policy = KeyFetchPolicy()
+        policy.unknownKeyCooldown = 0
+        let source = source(idp, clock: clock, policy: policy)
+        #expect(await source.refresh().isSuccess)
+        idp.fail(with: FakeHTTPServer.Response(status: 500))
+        #expect(await source.refresh().isSuccess == false)
+        let fetches = idp.fetches
+        for index in 0..<50 {
+            guard case .failure(let error)? = await source.keysAfterMiss(keyID: "unknown-\(index)") else {
+                Issue.record("an unknown kid during an outage is keys_unavailable")
+                continue
+            }
+            #expect(error.code == .keysUnavailable)
+        }
+        #expect(idp.fetches == fetches, "no fetch before the backoff's end")
+        clock.advance(2)  // past the first backoff (1 s ± 10 %)
+        _ = await source.keysAfterMiss(keyID: "unknown-after")
+        #expect(idp.fetches == fetches + 1)
     }
 
     @Test("max_stale_seconds under a minute is refused: keys unusable a second after every fetch, refetched every second")

@@ -63,6 +63,8 @@ package struct FetchError: Error, Sendable, CustomStringConvertible {
         case tooLarge = "too_large"
         case redirect
         case transport
+        /// The caller stopped waiting (a shutdown, a request answered by its timeout): no fault of the upstream's.
+        case cancelled
     }
 
     package let kind: Kind

@@ -142,8 +142,9 @@ package final class JWKSKeySource: KeySource {
                 return .keysInHand(keys)
             }
             if usable {
-                // Unknown kid with good keys in hand: one refetch per cooldown.
-                guard now - state.lastUnknownKeyRefetch >= policy.unknownKeyCooldown else {
+                // Unknown kid with good keys in hand: one refetch per cooldown, and none while backing off after
+                // failures (with a short cooldown, every unknown kid would otherwise reach a failing IdP).
+                guard now - state.lastUnknownKeyRefetch >= policy.unknownKeyCooldown, state.failures == 0 || now >= state.nextAttemptAt else {
                     unknownKidRefetches.suppressed.increment()
                     return suppressed(state, now: now)
                 }

@@ -26,23 +26,31 @@ package struct KeyFetchPolicy: Sendable, Equatable {
         return min(max(Double(maxAge), minimumTTL), maximumTTL)
     }
 
-    /// `max-age` from a Cache-Control header (every line of it, joined with commas); `no-store`/`no-cache` count
-    /// as 0 (then clamped up to the minimum). A `max-age` without a plain decimal value (`max-age`, `max-age=x`,
-    /// `max-age=1.5`) counts as 0 too (RFC 9111 §4.2.1: invalid freshness information is stale), not as no header
-    /// (which would mean the longest TTL); spaces around `=` are tolerated; of several, the shortest counts.
+    /// `max-age` from a Cache-Control header (every line of it, joined with commas), read as bytes;
+    /// `no-store`/`no-cache` count as 0 (then clamped up to the minimum). A `max-age` without a plain decimal value
+    /// (`max-age`, `max-age=x`, `max-age=1.5`) counts as 0 too (RFC 9111 §4.2.1: invalid freshness information is
+    /// stale), not as no header (which would mean the longest TTL), and so does a header with a byte outside
+    /// printable ASCII; spaces around `=` are tolerated; of several, the shortest counts.
     static func maxAge(_ header: String) -> Int? {
+        let bytes = Array(header.utf8)
+        guard bytes.allSatisfy({ ($0 >= 0x20 && $0 < 0x7F) || $0 == 0x09 }) else { return 0 }
+        func trimmed(_ part: ArraySlice<UInt8>, also extra: UInt8 = 0x20) -> ArraySlice<UInt8> {
+            let isTrimmed = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte == extra }
+            guard let first = part.firstIndex(where: { !isTrimmed($0) }), let last = part.lastIndex(where: { !isTrimmed($0) }) else { return [] }
+            return part[first...last]
+        }
         var result: Int? = nil
-        for directive in ASCII.lowercased(header).split(separator: ",") {
-            let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = parts[0].trimmingCharacters(in: " \t")
-            if name == "no-store" || name == "no-cache" { return 0 }
-            guard name == "max-age" else { continue }
-            let value = parts.count == 2 ? parts[1].trimmingCharacters(in: " \t").trimmingCharacters(in: "\"") : ""
+        for directive in bytes.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+            let parts = directive.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            let name = trimmed(parts[0]).map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }
+            if name.elementsEqual("no-store".utf8) || name.elementsEqual("no-cache".utf8) { return 0 }
+            guard name.elementsEqual("max-age".utf8) else { continue }
+            let value = parts.count == 2 ? trimmed(trimmed(parts[1]), also: UInt8(ascii: "\"")) : []
             var seconds = 0
-            if !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-                let digits = value.drop { $0 == "0" }
-                // Capped before converting so a huge value cannot trap (it is clamped to the maximum TTL anyway).
-                seconds = digits.utf8.count <= 12 ? Int(digits) ?? 0 : 999_999_999_999
+            if !value.isEmpty, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+                let digits = value.drop { $0 == 0x30 }
+                // Capped before converting so a huge value cannot overflow (it is clamped to the maximum TTL anyway).
+                seconds = digits.count <= 12 ? digits.reduce(0) { $0 * 10 + Int($1 - 0x30) } : 999_999_999_999
             }
             result = min(result ?? seconds, seconds)
         }
@@ -64,15 +72,5 @@ package struct KeyFetchPolicy: Sendable, Equatable {
         var value = 1.0
         for _ in 0..<Int(exponent) { value *= 2 }
         return value
-    }
-}
-
-extension StringProtocol {
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        guard let start = firstIndex(where: { !characters.contains($0) }), let end = lastIndex(where: { !characters.contains($0) }) else {
-            return ""
-        }
-        return String(self[start...end])
     }
 }

@@ -55,7 +55,8 @@ package struct OpaqueTokenVerifier: Sendable {
         let result = await inspector.inspect(token, now: now)
         limiter.release()
         cache.store(token, result, now: now)
-        if case .failure(let error) = result, error.code.isRetryable {
+        // A cancelled request (answered by its timeout, or a shutdown) ended its inspection itself: no upstream fault.
+        if case .failure(let error) = result, error.code.isRetryable, !Task.isCancelled {
             logger.warning(
                 "token inspection unavailable",
                 metadata: ["provider": "\(inspector.providerName)", "token_sha256": "\(TokenHash.short(token))", "error": "\(error.message)"])
