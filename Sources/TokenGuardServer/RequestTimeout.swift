@@ -157,9 +157,7 @@ final class DeadlineWheel: Sendable {
 
     /// Registers a deadline; returns its id for ``remove(_:)``.
     func add(after seconds: Double, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
-        // Clamped before the conversion: a NaN, an infinity or a huge value must not trap (config allows 1–600 s).
-        let milliseconds = seconds.isFinite ? Int64(min(max(seconds, 0), 86_400) * 1000) : 0
-        let requested = ContinuousClock.now.advanced(by: .milliseconds(milliseconds))
+        let requested = ContinuousClock.now.advanced(by: .milliseconds(Self.milliseconds(clamping: seconds)))
         let (id, start) = state.withLock { state -> (UInt64, Bool) in
             state.nextID &+= 1
             let deadline = state.latest.map { min($0, requested) } ?? requested
@@ -171,13 +169,18 @@ final class DeadlineWheel: Sendable {
         return id
     }
 
+    /// Clamped before the conversion: a NaN, an infinity or a huge value must not trap (config allows 1–600 s).
+    private static func milliseconds(clamping seconds: Double) -> Int64 {
+        seconds.isFinite ? Int64(min(max(seconds, 0), 86_400) * 1000) : 0
+    }
+
     func remove(_ id: UInt64) { _ = state.withLock { $0.pending.removeValue(forKey: id) } }
 
     /// Brings every deadline, present and future, to within `seconds` from now: at shutdown, a request waiting on an
     /// IdP that hangs (with outbound and request timeouts of minutes) is answered 503 and its outbound call cancelled,
     /// rather than holding the process past its orchestrator's patience.
     func shorten(toWithin seconds: Double) {
-        let latest = ContinuousClock.now.advanced(by: .milliseconds(Int64(min(max(seconds, 0), 86_400) * 1000)))
+        let latest = ContinuousClock.now.advanced(by: .milliseconds(Self.milliseconds(clamping: seconds)))
         state.withLock { state in
             state.latest = state.latest.map { min($0, latest) } ?? latest
             for (id, entry) in state.pending where entry.deadline > latest {
