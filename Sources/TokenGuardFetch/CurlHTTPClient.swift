@@ -43,9 +43,12 @@ package final class CurlHTTPClient: HTTPFetching {
         let configuration = self.configuration
         let cancellation = TransferCancellation()
         let result: Result<HTTPResponse, FetchError> = await withTaskCancellationHandler {
-            await workers.run { handle in
+            await workers.run { _ in
                 guard !cancellation.isSet else { return .failure(Self.cancelled) }
-                guard let handle else { return .failure(FetchError(.transport, "curl_easy_init failed")) }
+                // A fresh easy handle per transfer, freed when it ends: libcurl 7.88 (Debian 12) corrupts its heap when
+                // a reset, reused handle meets a response whose first header line is folded (any upstream could crash
+                // the service with one reply). The price is a new connection and TLS handshake per outbound call.
+                guard let handle = try? CurlEasyHandle() else { return .failure(FetchError(.transport, "curl_easy_init failed")) }
                 return Result { () throws(FetchError) -> HTTPResponse in
                     try Self.perform(
                         request, allowPlainHTTP: scheme == "http", configuration: configuration, handle: handle, cancellation: cancellation)
