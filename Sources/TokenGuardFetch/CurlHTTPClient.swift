@@ -10,7 +10,7 @@ import TokenGuardService
 /// - Connect and total timeouts; a response size limit enforced while reading; a cancelled caller's transfer stops
 ///   within about a second (or never starts).
 /// - Blocking `curl_easy_perform` runs on threads of this client's own, never on Swift's cooperative pool or an
-///   event loop; callers `await`. Each thread keeps one easy handle, so connections and TLS sessions are reused.
+///   event loop; callers `await`. Each transfer has an easy handle of its own (see ``send(_:)``).
 package final class CurlHTTPClient: HTTPFetching {
     package struct Configuration: Sendable {
         /// Connect timeout (default 2 s).
@@ -28,12 +28,11 @@ package final class CurlHTTPClient: HTTPFetching {
     }
 
     package let configuration: Configuration
-    /// One easy handle per thread (nil if libcurl could not make one).
-    private let workers: ThreadConfinedWorkers<CurlEasyHandle?>
+    private let workers: ThreadConfinedWorkers<Void>
 
     package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.workers = ThreadConfinedWorkers(threads: configuration.threads, name: "tokenguard-curl") { try? CurlEasyHandle() }
+        self.workers = ThreadConfinedWorkers(threads: configuration.threads, name: "tokenguard-curl") { () }
     }
 
     deinit { workers.shutdown() }
@@ -107,7 +106,7 @@ package final class CurlHTTPClient: HTTPFetching {
         }
         guard code == CURLE_OK else {
             if code == CURLE_ABORTED_BY_CALLBACK && cancellation.isSet { throw Self.cancelled }
-            if state.tooManyHeaders { throw FetchError(.tooLarge, "more than \(TransferState.maximumHeaders) response header lines") }
+            if state.tooManyHeaders { throw FetchError(.tooLarge, "more than \(ResponseHeaderReader.maximumHeaders) response header lines") }
             throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes)
         }
         let status = handle.responseCode()

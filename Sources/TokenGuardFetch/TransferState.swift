@@ -16,16 +16,12 @@ final class TransferState {
     let maximumBytes: Int
     let cancellation: TransferCancellation
     var body: [UInt8] = []
-    var headers: [(String, String)] = []
+    var headerReader = ResponseHeaderReader()
+    var headers: [(String, String)] { headerReader.headers }
     var exceeded = false
     /// More header lines than ``maximumHeaders``: the transfer was aborted rather than read with some left out (a
     /// dropped `Cache-Control: no-store` would mean the longest TTL).
     var tooManyHeaders = false
-    /// True until the final (non-1xx) response's status line: only a status line of a new header block, while no final
-    /// status has been seen, starts the headers afresh (a header line `HTTP/x: y` must not wipe those read before).
-    var awaitingFinalStatus = true
-    var atHeaderBlockStart = true
-    static let maximumHeaders = 200
 
     init(maximumBytes: Int, cancellation: TransferCancellation) {
         self.maximumBytes = maximumBytes
@@ -56,45 +52,74 @@ let curlProgressCallback: curl_xferinfo_callback = { userdata, _, _, _, _ in
     return unsafe Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue().cancellation.isSet ? 1 : 0
 }
 
-/// libcurl's header callback: one header line per call. A status line starts a response's header block (an interim
-/// 1xx response's comes first); a line starting with a space or tab continues the previous header (obsolete line
-/// folding, read as a space: RFC 9112 §5.2); a name is read without the whitespace around it.
+/// libcurl's header callback: one header line per call, read by ``ResponseHeaderReader``.
 let curlHeaderCallback: curl_write_callback = { data, size, count, userdata in
     guard let data = unsafe data, let userdata = unsafe userdata else { return 0 }
     let state = unsafe Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue()
     let total = size * count
-    let bytes = unsafe data.withMemoryRebound(to: UInt8.self, capacity: total) { unsafe Array(UnsafeBufferPointer(start: $0, count: total)) }
-    let line = String(decoding: bytes, as: UTF8.self)
-    let startsBlock = state.atHeaderBlockStart
-    state.atHeaderBlockStart = line == "\r\n" || line == "\n"
-    if state.atHeaderBlockStart { return total }
-    if startsBlock && state.awaitingFinalStatus && line.hasPrefix("HTTP/") {
-        state.headers.removeAll()
-        let status = line.split(separator: " ", maxSplits: 2).dropFirst().first
-        state.awaitingFinalStatus = status?.first == "1"
-        return total
+    let accepted = unsafe data.withMemoryRebound(to: UInt8.self, capacity: total) {
+        unsafe state.headerReader.read(line: UnsafeBufferPointer(start: $0, count: total))
     }
-    if let first = bytes.first, first == 0x20 || first == 0x09 {
-        if let last = state.headers.indices.last {
-            state.headers[last].1 += " " + line[...].trimmingWhitespace()
-        }
-    } else if let colon = line.firstIndex(of: ":") {
-        guard state.headers.count < TransferState.maximumHeaders else {
-            state.tooManyHeaders = true
-            return 0
-        }
-        let name = ASCII.lowercased(line[..<colon].trimmingWhitespace())
-        let value = line[line.index(after: colon)...].trimmingWhitespace()
-        state.headers.append((name, value))
+    guard accepted else {
+        state.tooManyHeaders = true
+        return 0
     }
     return total
 }
 
-extension Substring {
-    func trimmingWhitespace() -> String {
-        // Character.isWhitespace also covers "\r\n", which Swift treats as a single Character.
-        let isSpace: (Character) -> Bool = { $0.isWhitespace }
-        guard let start = firstIndex(where: { !isSpace($0) }), let end = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[start...end])
+/// A response's header lines, read as bytes, one line at a time (as libcurl hands them over, terminator included).
+///
+/// - Only an empty line (CRLF or LF) ends a header block; a status line (`HTTP/`) at a block's start, while no final
+///   status has been seen, starts the headers afresh (an interim 1xx response's block comes first). A header line
+///   named `HTTP/x` or a trailer block cannot wipe the headers read before it.
+/// - A line starting with a space or tab continues the previous header (obsolete line folding, read as one space:
+///   RFC 9112 §5.2); a folded line with no header before it is ignored.
+/// - The name is the bytes before the first colon and the value those after it, each without the spaces and tabs
+///   around it (RFC 9110 §5.6.3: only SP and HTAB are whitespace here). Other bytes are kept as they are, so a value
+///   with a control or non-ASCII byte reaches its parser (Cache-Control reads it as invalid: the minimum TTL) instead
+///   of being trimmed to something that looks valid.
+struct ResponseHeaderReader {
+    private(set) var headers: [(String, String)] = []
+    private var awaitingFinalStatus = true
+    private var atBlockStart = true
+    static let maximumHeaders = 200
+
+    /// False when the line would be header number ``maximumHeaders`` + 1: the transfer is aborted rather than read
+    /// with some left out (a dropped `Cache-Control: no-store` would mean the longest TTL).
+    mutating func read(line raw: some Collection<UInt8>) -> Bool {
+        var line = Array(raw)[...]
+        if line.last == 0x0A { line = line.dropLast() }
+        if line.last == 0x0D { line = line.dropLast() }
+        let startsBlock = atBlockStart
+        atBlockStart = line.isEmpty
+        if line.isEmpty { return true }
+        if startsBlock && awaitingFinalStatus && line.starts(with: "HTTP/".utf8) {
+            headers.removeAll()
+            // The status code is the word after the first space; 1xx is interim and another block follows.
+            let afterVersion = line.drop { $0 != 0x20 }.drop { $0 == 0x20 }
+            awaitingFinalStatus = afterVersion.first == UInt8(ascii: "1")
+            return true
+        }
+        if let first = line.first, Self.isBlank(first) {
+            guard let last = headers.indices.last else { return true }
+            headers[last].1 += " " + Self.text(Self.trimmed(line))
+            return true
+        }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return true }
+        guard headers.count < Self.maximumHeaders else { return false }
+        let name = ASCII.lowercased(Self.text(Self.trimmed(line[..<colon])))
+        headers.append((name, Self.text(Self.trimmed(line[line.index(after: colon)...]))))
+        return true
     }
+
+    private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var bytes = bytes
+        while let first = bytes.first, isBlank(first) { bytes = bytes.dropFirst() }
+        while let last = bytes.last, isBlank(last) { bytes = bytes.dropLast() }
+        return bytes
+    }
+
+    private static func text(_ bytes: ArraySlice<UInt8>) -> String { String(decoding: bytes, as: UTF8.self) }
 }

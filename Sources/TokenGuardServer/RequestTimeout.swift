@@ -76,7 +76,14 @@ enum RequestTimeout {
     }
 
     static func timeoutError(_ seconds: Int) -> APIError {
-        APIError(status: .serviceUnavailable, code: .requestTimeout, message: "request not answered within \(seconds) s", retryAfterSeconds: 1)
+        APIError(status: .serviceUnavailable, code: .requestTimeout, message: timeoutMessage(seconds), retryAfterSeconds: 1)
+    }
+
+    /// At shutdown the deadline may have come before `seconds` (``DeadlineWheel/shorten(toWithin:)``): the message
+    /// says which, so that a client (or its operator) does not go looking for a slow upstream.
+    static func timeoutMessage(_ seconds: Int, subject: String = "request") -> String {
+        DeadlineWheel.shared.isShortened
+            ? "\(subject) not finished before the server shut down; retry on another replica" : "\(subject) not answered within \(seconds) s"
     }
 
     /// A verification result within `seconds`, or `request_timeout` (forward-auth answers even a timeout itself:
@@ -85,7 +92,7 @@ enum RequestTimeout {
         do {
             return try await first(seconds: seconds, timedOut: { _ = $0.deliver(.failure(timeoutError(seconds))) }, work)
         } catch {
-            return .failure(VerificationError(.requestTimeout, "request not answered within \(seconds) s", retryAfterSeconds: 1))
+            return .failure(VerificationError(.requestTimeout, timeoutMessage(seconds), retryAfterSeconds: 1))
         }
     }
 
@@ -173,6 +180,9 @@ final class DeadlineWheel: Sendable {
     private static func milliseconds(clamping seconds: Double) -> Int64 {
         seconds.isFinite ? Int64(min(max(seconds, 0), 86_400) * 1000) : 0
     }
+
+    /// True once ``shorten(toWithin:)`` has been called (the server is shutting down).
+    var isShortened: Bool { state.withLock { $0.latest != nil } }
 
     func remove(_ id: UInt64) { _ = state.withLock { $0.pending.removeValue(forKey: id) } }
 

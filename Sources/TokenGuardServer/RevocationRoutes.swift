@@ -18,8 +18,21 @@ struct RevocationRoutes: Sendable {
     func register(on router: Router<TokenGuardRequestContext>) {
         router.post("/v1/revocations") { request, context in try await write(request, context, delete: false) }
         router.delete("/v1/revocations") { request, context in try await write(request, context, delete: true) }
-        router.get("/v1/revocations") { request, _ in try await read(request) }
+        router.get("/v1/revocations") { request, _ in
+            let started = ContinuousClock.now
+            return try await bounded(since: started) { try await read(request) }
+        }
         router.post("/v1/notifications/{provider}") { request, context in try await notification(request, context) }
+    }
+
+    /// The work after the body is read, under the request timeout like `/v1/verify`: a notification may wait on a key
+    /// fetch and a revocation on its store, and neither may hold a request (or a shutdown) past the deadline (red
+    /// team: a notification waiting on a hanging IdP ignored `request_timeout_seconds`).
+    private func bounded(since started: ContinuousClock.Instant, _ work: @escaping @Sendable () async throws -> Response) async throws
+        -> Response
+    {
+        let elapsed = Int((ContinuousClock.now - started).components.seconds)
+        return try await RequestTimeout.run(seconds: max(1, settings.requestTimeoutSeconds - elapsed), work)
     }
 
     private var revocations: RevocationGuard {
@@ -61,19 +74,22 @@ struct RevocationRoutes: Sendable {
     }
 
     private func write(_ request: Request, _ context: TokenGuardRequestContext, delete: Bool) async throws -> Response {
+        let started = ContinuousClock.now
         let who = try authorizeWrite(request, context)
         let revocations = try self.revocations
         if delete {
             let query = try StrictQuery.parse(request.uri.query)
             let (provider, subject) = try target(provider: query["provider"], subject: query["subject"])
-            do {
-                _ = try await revocations.remove(provider: provider, subject: subject)
-            } catch {
-                throw storeUnavailable(error)
+            return try await bounded(since: started) {
+                do {
+                    _ = try await revocations.remove(provider: provider, subject: subject)
+                } catch {
+                    throw storeUnavailable(error)
+                }
+                logger.notice(
+                    "revocation removed", metadata: ["provider": "\(provider)", "subject_sha256": "\(TokenHash.short(subject))", "by": "\(who)"])
+                return Response(status: .noContent)
             }
-            logger.notice(
-                "revocation removed", metadata: ["provider": "\(provider)", "subject_sha256": "\(TokenHash.short(subject))", "by": "\(who)"])
-            return Response(status: .noContent)
         }
         let object = try await JSONRequestBody.read(
             request, context.channel, limit: Self.maximumBodyBytes, closingAfter: settings.requestTimeoutSeconds)
@@ -89,15 +105,17 @@ struct RevocationRoutes: Sendable {
             notBefore = seconds
         }
         let revocation = Revocation(provider: provider, subject: subject, notBefore: notBefore)
-        do {
-            try await revocations.record(revocation)
-        } catch {
-            throw storeUnavailable(error)
+        return try await bounded(since: started) { [notBefore] in
+            do {
+                try await revocations.record(revocation)
+            } catch {
+                throw storeUnavailable(error)
+            }
+            logger.notice(
+                "revocation recorded",
+                metadata: ["provider": "\(provider)", "subject_sha256": "\(TokenHash.short(subject))", "not_before": "\(notBefore)", "by": "\(who)"])
+            return JSONResponse.make(.object(Self.json(revocation)))
         }
-        logger.notice(
-            "revocation recorded",
-            metadata: ["provider": "\(provider)", "subject_sha256": "\(TokenHash.short(subject))", "not_before": "\(notBefore)", "by": "\(who)"])
-        return JSONResponse.make(.object(Self.json(revocation)))
     }
 
     private func read(_ request: Request) async throws -> Response {
@@ -130,6 +148,7 @@ struct RevocationRoutes: Sendable {
     /// Sign in with Apple server-to-server notifications: `{"payload": "<JWS>"}`, verified with the provider's keys
     /// and audiences; `consent-revoked` and `account-delete` become revocations at `event_time`.
     private func notification(_ request: Request, _ context: TokenGuardRequestContext) async throws -> Response {
+        let started = ContinuousClock.now
         let requested = context.parameters.get("provider") ?? ""
         guard let provider = registry.configuredName(requested), let verifier = registry.verifiers[provider], kinds[provider] == .apple else {
             throw APIError(
@@ -138,6 +157,10 @@ struct RevocationRoutes: Sendable {
         let object = try await JSONRequestBody.read(
             request, context.channel, limit: Self.maximumBodyBytes, closingAfter: settings.requestTimeoutSeconds)
         guard let payload = object["payload"]?.stringValue else { throw APIError.invalidRequest("the body must be {\"payload\": \"<JWS>\"}") }
+        return try await bounded(since: started) { try await record(notification: payload, provider: provider, verifier: verifier) }
+    }
+
+    private func record(notification payload: String, provider: String, verifier: TokenVerifier) async throws -> Response {
         let result = await verifier.verifyNotification(token: payload, at: registry.now)
         let event: AppleNotificationEvent
         switch result {

@@ -122,7 +122,7 @@ struct VerifyRoutes: Sendable {
         // answer, with items never started).
         let answeredAtDeadline: @Sendable () async -> [[UInt8]] = {
             let timedOut = VerificationResult.failure(
-                VerificationError(.requestTimeout, "item not verified within \(seconds) s", retryAfterSeconds: 1))
+                VerificationError(.requestTimeout, RequestTimeout.timeoutMessage(seconds, subject: "item"), retryAfterSeconds: 1))
             return zip(items, await progress.close()).map { entry, verdict in
                 verdict ?? Self.verdictWithoutVerifying(entry, registry: registry) ?? Self.entryVerdict(entry, timedOut)
             }

@@ -13,6 +13,19 @@ struct ProviderVariantsE2ETests {
 
     func object(_ response: HTTPResponse) throws -> JSONObject { try JSONParser.parseObject(response.body) }
 
+    @Test("a facebook entry with its keys in a file still calls out when it has the app secret (debug_token)")
+    func facebookFileEntryCallsOut() throws {
+        let workspace = try TempWorkspace()
+        let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([try SharedTestKeys.rsa()]))
+        func parse(_ entry: String) throws -> Configuration {
+            try Configuration.parse(
+                yaml: "providers:\n  facebook: { kind: facebook, app_id: \"1\", jwks_file: \"\(jwks)\"\(entry) }\n", environment: ["TG_FB": "s"])
+        }
+        // With only this entry configured, classic tokens got no fetcher and every one was answered 503.
+        #expect(VerifierRegistry.needsFetcher(try parse(", app_secret_env: TG_FB")))
+        #expect(!VerifierRegistry.needsFetcher(try parse("")))
+    }
+
     @Test(
         "facebook: a Limited Login JWS verifies as limited, a classic access token through debug_token as classic; misrouted tokens name the right kind"
     )

@@ -147,6 +147,43 @@ struct RevocationE2ETests {
         return "{\"payload\":\"\(try key.sign(claims))\"}"
     }
 
+    @Test("a notification waiting on a hanging key fetch is answered 503 request_timeout at the request timeout")
+    func notificationTimeout() async throws {
+        let key = try SharedTestKeys.rsa()
+        let rotated = try SharedTestKeys.key("rsa-test-rotated", .rsa(bits: 2048))
+        let jwks = try SharedTestKeys.jwks([key])
+        let idp = try FakeHTTPServer { _ in .json(jwks) }
+        defer { idp.stop() }
+        let workspace = try TempWorkspace()
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            http: { connect_timeout_ms: 500, timeout_ms: 60000 }
+            server: { request_timeout_seconds: 2 }
+            keys: { refetch_cooldown_seconds: 0 }
+            revocations: { max_staleness_seconds: 10 }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        try await server.waitUntilReady()
+        // From now on the IdP holds every fetch for 30 s; a notification signed with a key it has not published yet
+        // makes the verification wait for a refetch.
+        idp.respond { _ in
+            var response = FakeHTTPServer.Response.json(jwks)
+            response.delay = 30
+            return response
+        }
+        let started = Date()
+        let response = try await server.post("/v1/notifications/apple", try notification(rotated, type: "account-delete", eventTime: now()))
+        let took = Date().timeIntervalSince(started)
+        #expect(response.status == 503, "\(String(decoding: response.body, as: UTF8.self))")
+        #expect(code(response) == "request_timeout")
+        #expect(took < 10, "answered after \(took) s; the request timeout is 2 s")
+        #expect(idp.count("/jwks") >= 2, "the notification's unknown kid asked the IdP again")
+    }
+
     @Test("Apple notifications: consent-revoked and account-delete revoke; email events are recorded only; forged or foreign payloads are 400")
     func appleNotifications() async throws {
         let workspace = try TempWorkspace()

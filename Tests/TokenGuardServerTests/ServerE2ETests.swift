@@ -689,6 +689,61 @@ struct ServerE2ETests {
         #expect(stoppedAfter < 35, "stopped \(stoppedAfter) s after SIGTERM")
     }
 
+    @Test("an inspection API that hangs holds up only its own provider: another provider's key refetch is not queued behind it")
+    func hangingUpstreamIsolated() async throws {
+        let key = try SharedTestKeys.rsa()
+        let rotated = try SharedTestKeys.key("rsa-test-rotated", .rsa(bits: 2048))
+        let jwks = try SharedTestKeys.jwks([key])
+        let idp = try FakeHTTPServer { _ in .json(jwks) }
+        defer { idp.stop() }
+        let github = try FakeHTTPServer { _ in
+            var response = FakeHTTPServer.Response.json("{}", status: 404)
+            response.delay = 30
+            return response
+        }
+        defer { github.stop() }
+        let workspace = try TempWorkspace()
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            http: { connect_timeout_ms: 500, timeout_ms: 60000 }
+            server: { request_timeout_seconds: 60 }
+            keys: { refetch_cooldown_seconds: 0 }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
+              github: { client_id: "Iv1.abc", client_secret_env: "TG_GH", api_url: "\(github.baseURL)", dev_idp: true }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], environment: ["TG_GH": "gh-secret"], workspace: workspace)
+        defer { server.stop() }
+        try await server.waitUntilReady()
+        idp.respond { _ in .json((try? SharedTestKeys.jwks([key, rotated])) ?? "{}") }
+        // More hanging inspections than any one pool of outbound threads has, sent with a client of their own (the
+        // server process's client has a few threads, which these would take).
+        var settings = CurlHTTPClient.Configuration()
+        settings.threads = 12
+        settings.totalTimeoutMilliseconds = 40_000
+        let client = CurlHTTPClient(configuration: settings)
+        let hanging = (0..<12).map { index in
+            Task {
+                let body = Array("{\"provider\":\"github\",\"token\":\"gho_hanging\(index)\"}".utf8)
+                _ = try? await client.send(
+                    HTTPRequest(url: server.baseURL + "/v1/verify", method: .post, headers: [("Content-Type", "application/json")], body: body))
+            }
+        }
+        defer { for task in hanging { task.cancel() } }
+        let deadline = Date().addingTimeInterval(20)
+        while github.count("/applications/Iv1.abc/token") < 4 && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(github.count("/applications/Iv1.abc/token") >= 4)
+        // A token signed with a key the IdP has just published: its verification needs a refetch now.
+        let nonce = self.nonce
+        let token = try rotated.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let started = Date()
+        let response = try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
+        let took = Date().timeIntervalSince(started)
+        #expect(response.status == 200, "\(String(decoding: response.body, as: UTF8.self))")
+        #expect(took < 5, "the refetch waited \(took) s behind the hanging inspections")
+    }
+
     @Test("shutdown_grace_seconds: after SIGTERM /readyz is 503 while verification still answers, then the server exits 0")
     func drainBeforeStopping() async throws {
         // A grace period long enough for the checks below with every suite running at once on two cores: with 2 s,

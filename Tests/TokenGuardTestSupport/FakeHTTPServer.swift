@@ -31,8 +31,12 @@ package final class FakeHTTPServer: @unchecked Sendable {
         package var body: [UInt8]
         /// Seconds to wait before answering (a slow IdP).
         package var delay: Double
+        /// When set, sent verbatim in place of the status line and headers (ending with the empty line), then `body`:
+        /// for replies no well-behaved server would write (a folded first header line, a bare CR).
+        package var rawHead: [UInt8]?
 
-        package init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = [], delay: Double = 0) {
+        package init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = [], delay: Double = 0, rawHead: [UInt8]? = nil) {
+            self.rawHead = rawHead
             self.status = status
             self.headers = headers
             self.body = body
@@ -168,7 +172,7 @@ package final class FakeHTTPServer: @unchecked Sendable {
         var out = "HTTP/1.1 \(response.status) Status\r\nContent-Length: \(response.body.count)\r\nConnection: close\r\n"
         for (name, value) in response.headers { out += "\(name): \(value)\r\n" }
         out += "\r\n"
-        let bytes = Array(out.utf8) + response.body
+        let bytes = (response.rawHead ?? Array(out.utf8)) + response.body
         var sent = 0
         while sent < bytes.count {
             // MSG_NOSIGNAL: a client that gave up (a timeout test) must not kill the test process with SIGPIPE.

@@ -169,6 +169,22 @@ package struct ProviderConfiguration: Sendable {
         }
     }
 
+    /// True when the provider's tokens are checked by calling its inspection API (every uncached sign-in is an
+    /// outbound call), not only its keys fetched now and then.
+    package var inspectsOpaqueTokens: Bool {
+        switch settings {
+        case .opaque, .facebook(_, _, .some): return true
+        case .jws, .facebook(_, _, .none): return false
+        }
+    }
+
+    /// True when the provider makes outbound calls: keys fetched from a URL or found by discovery, tenant names
+    /// resolved, or tokens inspected. Only a provider with a `jwks_file` and nothing else never calls out.
+    package var callsOut: Bool {
+        if case .jwksFile? = keys { return !tenantDomains.isEmpty || inspectsOpaqueTokens }
+        return true
+    }
+
     package var keys: KeyLocation? {
         switch settings {
         case .jws(_, let keys), .facebook(_, let keys, _): return keys

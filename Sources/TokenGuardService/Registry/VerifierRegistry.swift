@@ -59,10 +59,22 @@ package struct VerifierRegistry: Sendable {
         configuration: Configuration, fetcher: (any HTTPFetching)? = nil, archive: KeyArchive? = nil, replayStore: (any ReplayStore)? = nil,
         revocations: RevocationGuard? = nil, clock: WallClock = .system
     ) {
+        self.init(
+            configuration: configuration, fetchers: { _ in fetcher }, archive: archive, replayStore: replayStore, revocations: revocations,
+            clock: clock)
+    }
+
+    /// As above, with each provider's outbound calls made by a fetcher of its own (`fetchers(name)`): an upstream
+    /// that hangs then holds up only its own provider's calls, not another provider's key fetch behind it.
+    package init(
+        configuration: Configuration, fetchers: (_ provider: String) -> (any HTTPFetching)?, archive: KeyArchive? = nil,
+        replayStore: (any ReplayStore)? = nil, revocations: RevocationGuard? = nil, clock: WallClock = .system
+    ) {
         var verifiers: [String: TokenVerifier] = [:]
         var opaque: [String: OpaqueTokenVerifier] = [:]
         var resolvers: [String: TenantNameResolver] = [:]
         for provider in configuration.providers {
+            let fetcher = fetchers(provider.name)
             switch provider.settings {
             case .jws(var policy, let keys):
                 if !provider.tenantDomains.isEmpty {
@@ -173,10 +185,7 @@ package struct VerifierRegistry: Sendable {
 
     /// True when some provider calls out over the network (fetched keys or token inspection).
     package static func needsFetcher(_ configuration: Configuration) -> Bool {
-        configuration.providers.contains { provider in
-            if case .jwksFile? = provider.keys { return !provider.tenantDomains.isEmpty }
-            return true
-        }
+        configuration.providers.contains(where: \.callsOut)
     }
 
     /// The configured provider names, sorted.
