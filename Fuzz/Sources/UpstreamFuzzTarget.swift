@@ -17,30 +17,24 @@ enum UpstreamFuzzTarget {
         func send(_ request: HTTPRequest) async throws(FetchError) -> HTTPResponse { response }
     }
 
-    /// Splits the input into a response.
+    /// Splits the input into a response, its header lines read by the reader libcurl's lines go through (nil when it
+    /// refuses them: the fetch fails).
     static func response(_ bytes: [UInt8]) -> HTTPResponse? {
         guard let first = bytes.first else { return nil }
         let rest = Array(bytes.dropFirst())
-        var headers: [(String, String)] = []
-        var bodyStart = 0
+        var reader = ResponseHeaderReader()
+        var bodyStart = rest.count
         var lineStart = 0
-        var index = 0
-        while index < rest.count {
-            if rest[index] == 0x0A {
-                let line = rest[lineStart..<index]
-                if line.isEmpty {
-                    bodyStart = index + 1
-                    break
-                }
-                if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
-                    let name = ASCII.lowercased(String(decoding: line[..<colon], as: UTF8.self))
-                    headers.append((name, String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)))
-                }
-                lineStart = index + 1
+        for index in rest.indices where rest[index] == 0x0A {
+            let line = rest[lineStart...index]
+            guard reader.read(line: line) else { return nil }
+            lineStart = index + 1
+            if line.count == 1 || (line.count == 2 && line.first == 0x0D) {
+                bodyStart = lineStart
+                break
             }
-            index += 1
         }
-        return HTTPResponse(status: 100 + Int(first) * 2, headers: headers, body: Array(rest[bodyStart...]))
+        return HTTPResponse(status: 100 + Int(first) * 2, headers: reader.headers, body: Array(rest[bodyStart...]))
     }
 
     static func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {

@@ -1,6 +1,5 @@
 import Testing
-
-@testable import TokenGuardFetch
+import TokenGuardService
 
 /// The header reader against the lines an upstream could send, byte for byte (libcurl hands over each line with its
 /// terminator).
