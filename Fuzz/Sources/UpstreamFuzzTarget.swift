@@ -27,7 +27,7 @@ enum UpstreamFuzzTarget {
         var lineStart = 0
         for index in rest.indices where rest[index] == 0x0A {
             let line = rest[lineStart...index]
-            guard reader.read(line: line) else { return nil }
+            guard case .success = reader.read(line: line) else { return nil }
             lineStart = index + 1
             if line.count == 1 || (line.count == 2 && line.first == 0x0D) {
                 bodyStart = lineStart

@@ -106,7 +106,11 @@ package final class CurlHTTPClient: HTTPFetching {
         }
         guard code == CURLE_OK else {
             if code == CURLE_ABORTED_BY_CALLBACK && cancellation.isSet { throw Self.cancelled }
-            if state.tooManyHeaders { throw FetchError(.tooLarge, "more than \(ResponseHeaderReader.maximumHeaders) response header lines") }
+            switch state.headerRefusal {
+            case .tooManyHeaders?: throw FetchError(.tooLarge, "more than \(ResponseHeaderReader.maximumHeaders) response header lines")
+            case .malformedLine?: throw FetchError(.transport, "a response header line that is not \"name: value\" with a token name")
+            case nil: break
+            }
             throw Self.error(for: code, exceeded: state.exceeded, limit: request.maximumResponseBytes)
         }
         let status = handle.responseCode()

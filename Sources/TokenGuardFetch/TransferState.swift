@@ -19,9 +19,9 @@ final class TransferState {
     var headerReader = ResponseHeaderReader()
     var headers: [(String, String)] { headerReader.headers }
     var exceeded = false
-    /// More header lines than ``maximumHeaders``: the transfer was aborted rather than read with some left out (a
-    /// dropped `Cache-Control: no-store` would mean the longest TTL).
-    var tooManyHeaders = false
+    /// Why the header reader aborted the transfer (too many lines, a line it cannot read): the reply is refused
+    /// rather than read with some of it left out (a dropped `Cache-Control: no-store` would mean the longest TTL).
+    var headerRefusal: ResponseHeaderReader.Refusal?
 
     init(maximumBytes: Int, cancellation: TransferCancellation) {
         self.maximumBytes = maximumBytes
@@ -57,12 +57,10 @@ let curlHeaderCallback: curl_write_callback = { data, size, count, userdata in
     guard let data = unsafe data, let userdata = unsafe userdata else { return 0 }
     let state = unsafe Unmanaged<TransferState>.fromOpaque(userdata).takeUnretainedValue()
     let total = size * count
-    let accepted = unsafe data.withMemoryRebound(to: UInt8.self, capacity: total) {
+    let read = unsafe data.withMemoryRebound(to: UInt8.self, capacity: total) {
         unsafe state.headerReader.read(line: UnsafeBufferPointer(start: $0, count: total))
     }
-    guard accepted else {
-        state.tooManyHeaders = true
-        return 0
-    }
-    return total
+    guard case .failure(let refusal) = read else { return total }
+    state.headerRefusal = refusal
+    return 0
 }

@@ -90,7 +90,7 @@ struct ForwardAuthCheck: Sendable {
         case .waitFor(let provider, let policy, let presented, let started):
             // Only what must wait runs under the request timeout's task.
             let registry = self.registry
-            let result = await RequestTimeout.result(seconds: settings.requestTimeoutSeconds) {
+            let result = await RequestTimeout.result(RequestTimeout.Deadline(seconds: settings.requestTimeoutSeconds)) {
                 await registry.verify(
                     provider: provider, token: presented.token, nonce: presented.nonce, at: nil, explain: false, claimReplay: false
                 ).result

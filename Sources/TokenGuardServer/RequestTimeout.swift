@@ -59,41 +59,67 @@ enum RequestTimeout {
         }
     }
 
-    static func run(seconds: Int, _ work: @escaping @Sendable () async throws -> Response) async throws -> Response {
-        try await first(seconds: seconds, timedOut: { _ = $0.deliver(.failure(timeoutError(seconds))) }, work)
+    /// The request's deadline: `seconds` (the configured request timeout) from `started`, when the request arrived
+    /// (the time its body took to arrive counts: red team, a slow body plus a rounded-down remainder answered a 3 s
+    /// timeout at 4 s).
+    struct Deadline: Sendable {
+        let seconds: Int
+        var started = ContinuousClock.now
+
+        var remaining: Double {
+            let elapsed = ContinuousClock.now - started
+            return Double(seconds) - (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        }
     }
 
-    /// `work`'s answer within `seconds`, or else `onTimeout`'s, made when the deadline passes (the work is cancelled):
-    /// for an answer that can say what was done in time (a batch's finished items).
+    static func run(_ deadline: Deadline, _ work: @escaping @Sendable () async throws -> Response) async throws -> Response {
+        try await first(deadline, timedOut: { answer, byShutdown in _ = answer.deliver(.failure(timeoutError(deadline.seconds, byShutdown))) }, work)
+    }
+
+    /// `work`'s answer before the deadline, or nil (the work is cancelled): for a caller that records what it answered.
+    static func within<Answer: Sendable>(_ deadline: Deadline, _ work: @escaping @Sendable () async -> Answer) async -> (Answer?, byShutdown: Bool) {
+        do {
+            let timedOut: @Sendable (FirstAnswer<(Answer?, byShutdown: Bool)>, Bool) -> Void = { answer, byShutdown in
+                _ = answer.deliver(.success((nil, byShutdown)))
+            }
+            return try await first(deadline, timedOut: timedOut) { (await work(), false) }
+        } catch {
+            return (nil, false)  // never: neither the work nor the timeout's answer fails
+        }
+    }
+
+    /// `work`'s answer before the deadline, or else `onTimeout`'s, made when the deadline passes (the work is
+    /// cancelled): for an answer that can say what was done in time (a batch's finished items).
     static func answer<Answer: Sendable>(
-        seconds: Int, onTimeout: @escaping @Sendable () async -> Answer, _ work: @escaping @Sendable () async -> Answer
+        _ deadline: Deadline, onTimeout: @escaping @Sendable (_ byShutdown: Bool) async -> Answer, _ work: @escaping @Sendable () async -> Answer
     ) async -> Answer {
         do {
-            return try await first(seconds: seconds, timedOut: { answer in Task { _ = answer.deliver(.success(await onTimeout())) } }, work)
+            return try await first(
+                deadline, timedOut: { answer, byShutdown in Task { _ = answer.deliver(.success(await onTimeout(byShutdown))) } }, work)
         } catch {
-            return await onTimeout()  // never: neither the work nor the timeout's answer fails
+            return await onTimeout(false)  // never: neither the work nor the timeout's answer fails
         }
     }
 
-    static func timeoutError(_ seconds: Int) -> APIError {
-        APIError(status: .serviceUnavailable, code: .requestTimeout, message: timeoutMessage(seconds), retryAfterSeconds: 1)
+    static func timeoutError(_ seconds: Int, _ byShutdown: Bool) -> APIError {
+        APIError(status: .serviceUnavailable, code: .requestTimeout, message: timeoutMessage(seconds, byShutdown), retryAfterSeconds: 1)
     }
 
-    /// At shutdown the deadline may have come before `seconds` (``DeadlineWheel/shorten(toWithin:)``): the message
-    /// says which, so that a client (or its operator) does not go looking for a slow upstream.
-    static func timeoutMessage(_ seconds: Int, subject: String = "request") -> String {
-        DeadlineWheel.shared.isShortened
-            ? "\(subject) not finished before the server shut down; retry on another replica" : "\(subject) not answered within \(seconds) s"
+    static func timeoutFailure(_ seconds: Int, _ byShutdown: Bool, subject: String = "request") -> VerificationResult {
+        .failure(VerificationError(.requestTimeout, timeoutMessage(seconds, byShutdown, subject: subject), retryAfterSeconds: 1))
     }
 
-    /// A verification result within `seconds`, or `request_timeout` (forward-auth answers even a timeout itself:
+    /// A deadline the shutdown brought forward (``DeadlineWheel/shorten(toWithin:)``) says so, so that a client (or
+    /// its operator) does not go looking for a slow upstream.
+    static func timeoutMessage(_ seconds: Int, _ byShutdown: Bool, subject: String = "request") -> String {
+        byShutdown ? "\(subject) not finished before the server shut down; retry on another replica" : "\(subject) not answered within \(seconds) s"
+    }
+
+    /// A verification result before the deadline, or `request_timeout` (forward-auth answers even a timeout itself:
     /// in shadow mode it is a 200 like every other verdict).
-    static func result(seconds: Int, _ work: @escaping @Sendable () async -> VerificationResult) async -> VerificationResult {
-        do {
-            return try await first(seconds: seconds, timedOut: { _ = $0.deliver(.failure(timeoutError(seconds))) }, work)
-        } catch {
-            return .failure(VerificationError(.requestTimeout, timeoutMessage(seconds), retryAfterSeconds: 1))
-        }
+    static func result(_ deadline: Deadline, _ work: @escaping @Sendable () async -> VerificationResult) async -> VerificationResult {
+        let (result, byShutdown) = await within(deadline, work)
+        return result ?? timeoutFailure(deadline.seconds, byShutdown)
     }
 
     /// Runs `work` in the current task, with `channel` closed if it is still running after `seconds`: for reading a
@@ -102,7 +128,7 @@ enum RequestTimeout {
     nonisolated(nonsending) static func closingConnection<Answer>(
         _ channel: any Channel, after seconds: Int, _ work: nonisolated(nonsending) () async throws -> Answer
     ) async throws -> Answer {
-        let deadline = DeadlineWheel.shared.add(after: Double(seconds)) { channel.close(promise: nil) }
+        let deadline = DeadlineWheel.shared.add(after: Double(seconds)) { _ in channel.close(promise: nil) }
         defer { DeadlineWheel.shared.remove(deadline) }
         return try await work()
     }
@@ -111,19 +137,20 @@ enum RequestTimeout {
     /// by the shared ``DeadlineWheel`` rather than a sleeping timer task per request.
     /// `timedOut` delivers the timeout's answer (at once, or from a task of its own when it must wait for something).
     private static func first<Answer: Sendable>(
-        seconds: Int, timedOut: @escaping @Sendable (FirstAnswer<Answer>) -> Void, _ work: @escaping @Sendable () async throws -> Answer
+        _ requestDeadline: Deadline, timedOut: @escaping @Sendable (FirstAnswer<Answer>, _ byShutdown: Bool) -> Void,
+        _ work: @escaping @Sendable () async throws -> Answer
     ) async throws -> Answer {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Answer, any Error>) in
             let answer = FirstAnswer(continuation)
             let task = Locked<Task<Void, Never>?>(nil)
-            let deadline = DeadlineWheel.shared.add(after: Double(seconds)) {
+            let deadline = DeadlineWheel.shared.add(after: requestDeadline.remaining) { byShutdown in
                 // A claim kept in time: the work's verdict is owed, and it comes without waiting on anything.
                 guard answer.passDeadline() else { return }
                 // Cancelled before the timeout's answer is made: work that has not claimed a token's replay entry by
                 // then claims none (the gate is closed, and the stores refuse a cancelled request's claim), so an
                 // answer made now from what has finished leaves no claim behind that it does not report.
                 task.withLock { $0 }?.cancel()
-                timedOut(answer)
+                timedOut(answer, byShutdown)
             }
             task.withLock {
                 $0 = Task {
@@ -149,7 +176,9 @@ final class DeadlineWheel: Sendable {
 
     private struct Entry {
         let deadline: ContinuousClock.Instant
-        let expire: @Sendable () -> Void
+        /// True when the shutdown brought this deadline forward.
+        var byShutdown = false
+        let expire: @Sendable (_ byShutdown: Bool) -> Void
     }
 
     private struct State {
@@ -163,12 +192,15 @@ final class DeadlineWheel: Sendable {
     private let state = Locked(State())
 
     /// Registers a deadline; returns its id for ``remove(_:)``.
-    func add(after seconds: Double, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
+    func add(after seconds: Double, _ expire: @escaping @Sendable (_ byShutdown: Bool) -> Void) -> UInt64 {
         let requested = ContinuousClock.now.advanced(by: .milliseconds(Self.milliseconds(clamping: seconds)))
         let (id, start) = state.withLock { state -> (UInt64, Bool) in
             state.nextID &+= 1
-            let deadline = state.latest.map { min($0, requested) } ?? requested
-            state.pending[state.nextID] = Entry(deadline: deadline, expire: expire)
+            if let latest = state.latest, latest < requested {
+                state.pending[state.nextID] = Entry(deadline: latest, byShutdown: true, expire: expire)
+            } else {
+                state.pending[state.nextID] = Entry(deadline: requested, expire: expire)
+            }
             defer { state.ticking = true }
             return (state.nextID, !state.ticking)
         }
@@ -181,8 +213,8 @@ final class DeadlineWheel: Sendable {
         seconds.isFinite ? Int64(min(max(seconds, 0), 86_400) * 1000) : 0
     }
 
-    /// True once ``shorten(toWithin:)`` has been called (the server is shutting down).
-    var isShortened: Bool { state.withLock { $0.latest != nil } }
+    /// True once ``shorten(toWithin:)`` has been called.
+    var isShuttingDown: Bool { state.withLock { $0.latest != nil } }
 
     func remove(_ id: UInt64) { _ = state.withLock { $0.pending.removeValue(forKey: id) } }
 
@@ -194,7 +226,7 @@ final class DeadlineWheel: Sendable {
         state.withLock { state in
             state.latest = state.latest.map { min($0, latest) } ?? latest
             for (id, entry) in state.pending where entry.deadline > latest {
-                state.pending[id] = Entry(deadline: latest, expire: entry.expire)
+                state.pending[id] = Entry(deadline: latest, byShutdown: true, expire: entry.expire)
             }
         }
     }
@@ -209,7 +241,7 @@ final class DeadlineWheel: Sendable {
                 if state.pending.isEmpty { state.ticking = false }
                 return (Array(expired.values), state.pending.isEmpty)
             }
-            for entry in due { entry.expire() }
+            for entry in due { entry.expire(entry.byShutdown) }
             if idle { return }
         }
     }

@@ -31,8 +31,7 @@ struct RevocationRoutes: Sendable {
     private func bounded(since started: ContinuousClock.Instant, _ work: @escaping @Sendable () async throws -> Response) async throws
         -> Response
     {
-        let elapsed = Int((ContinuousClock.now - started).components.seconds)
-        return try await RequestTimeout.run(seconds: max(1, settings.requestTimeoutSeconds - elapsed), work)
+        try await RequestTimeout.run(RequestTimeout.Deadline(seconds: settings.requestTimeoutSeconds, started: started), work)
     }
 
     private var revocations: RevocationGuard {

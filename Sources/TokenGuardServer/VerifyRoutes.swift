@@ -17,7 +17,7 @@ struct VerifyRoutes: Sendable {
         router.post("/v1/verify") { request, context in
             // The body is read in this task (a client that does not send it in time loses the connection); a verdict
             // that needs no waiting is answered here too, and only the rest runs under the request timeout's task.
-            let started = ContinuousClock.now
+            let deadline = RequestTimeout.Deadline(seconds: seconds)
             let item = try await readItem(request, context.channel)
             let verifying = DispatchTime.now()
             if !item.explain,
@@ -26,8 +26,7 @@ struct VerifyRoutes: Sendable {
                 metrics.record(provider: item.provider, result: result, startedAt: verifying)
                 return try Self.response(answer(item, result: result, explanation: nil))
             }
-            let elapsed = Int((ContinuousClock.now - started).components.seconds)
-            return try await RequestTimeout.run(seconds: max(1, seconds - elapsed)) { try await verify(item) }
+            return try await verify(item, before: deadline)
         }
         router.post("/v1/verify/batch") { request, context in
             // As for /v1/verify: the body is read in this task (a client that does not send it in time loses the
@@ -35,11 +34,10 @@ struct VerifyRoutes: Sendable {
             // instead gave a slow upload its 503, but the cancelled read then raced the server's own read of the rest
             // of the body on the same stream, and NIO traps on a second reader (red team: one unfinished batch body
             // crashed the server).
-            let started = ContinuousClock.now
+            let deadline = RequestTimeout.Deadline(seconds: seconds)
             let object = try await JSONRequestBody.read(
                 request, context.channel, limit: settings.maximumBatchBodyBytes, closingAfter: settings.requestTimeoutSeconds)
-            let elapsed = Int((ContinuousClock.now - started).components.seconds)
-            return try await batch(object, seconds: max(1, seconds - elapsed))
+            return try await batch(object, before: deadline)
         }
     }
 
@@ -53,10 +51,19 @@ struct VerifyRoutes: Sendable {
         }
     }
 
-    func verify(_ item: VerifyRequest) async throws -> Response {
+    /// Verifies under the request's deadline. What is counted is what the client is answered: a verification the
+    /// deadline cut off counts as `request_timeout`, whatever it comes to later (red team: a slow IdP's late keys
+    /// counted a timed-out request as `valid`, or as `unknown_key`, which an alert on forged tokens would see).
+    func verify(_ item: VerifyRequest, before deadline: RequestTimeout.Deadline) async throws -> Response {
         let started = DispatchTime.now()
-        let (result, explanation) = await registry.verify(
-            provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
+        let registry = self.registry
+        let (verified, byShutdown) = await RequestTimeout.within(deadline) {
+            await registry.verify(provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
+        }
+        guard let (result, explanation) = verified else {
+            metrics.record(provider: item.provider, result: RequestTimeout.timeoutFailure(deadline.seconds, byShutdown), startedAt: started)
+            throw RequestTimeout.timeoutError(deadline.seconds, byShutdown)
+        }
         metrics.record(provider: item.provider, result: result, startedAt: started)
         return try Self.response(answer(item, result: result, explanation: explanation))
     }
@@ -104,7 +111,7 @@ struct VerifyRoutes: Sendable {
     /// retry them) beside the verdicts of those that finished: a 503 for the whole batch would make the client send
     /// again tokens whose verdicts were already made, and whose replay claims already taken, so a retried valid
     /// token would come back `token_replayed`.
-    func batch(_ object: JSONObject, seconds: Int) async throws -> Response {
+    func batch(_ object: JSONObject, before deadline: RequestTimeout.Deadline) async throws -> Response {
         let items: [JSONValue]
         do {
             items = try VerifyRequest.batchItems(object, maximumItems: settings.maximumBatchItems)
@@ -120,16 +127,15 @@ struct VerifyRoutes: Sendable {
         // At the deadline: what has finished, and for the rest their own verdict or `request_timeout`. The work gives
         // the same answer when it finds itself cancelled (it may finish between the cancellation and the deadline's
         // answer, with items never started).
-        let answeredAtDeadline: @Sendable () async -> [[UInt8]] = {
-            let timedOut = VerificationResult.failure(
-                VerificationError(.requestTimeout, RequestTimeout.timeoutMessage(seconds, subject: "item"), retryAfterSeconds: 1))
+        let answeredAtDeadline: @Sendable (_ byShutdown: Bool) async -> [[UInt8]] = { byShutdown in
+            let timedOut = RequestTimeout.timeoutFailure(deadline.seconds, byShutdown, subject: "item")
             return zip(items, await progress.close()).map { entry, verdict in
                 verdict ?? Self.verdictWithoutVerifying(entry, registry: registry) ?? Self.entryVerdict(entry, timedOut)
             }
         }
-        let results = await RequestTimeout.answer(seconds: seconds, onTimeout: answeredAtDeadline) {
+        let results = await RequestTimeout.answer(deadline, onTimeout: answeredAtDeadline) {
             let verdicts = await Self.verifyItems(items, width: width, registry: registry, metrics: metrics, progress: progress)
-            return Task.isCancelled ? await answeredAtDeadline() : verdicts
+            return Task.isCancelled ? await answeredAtDeadline(DeadlineWheel.shared.isShuttingDown) : verdicts
         }
         var body = Array(#"{"results":["#.utf8)
         for (index, result) in results.enumerated() {

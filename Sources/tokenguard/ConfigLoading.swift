@@ -46,18 +46,21 @@ enum ConfigLoading {
                     "cannot open the key archive; continuing without it", metadata: ["path": "\(configuration.keyArchive)", "error": "\(error)"])
             }
         }
-        // A client (a pool of threads) per provider: an upstream that hangs, at worst for the outbound timeout, then
-        // holds up its own provider's calls only (red team: a hanging inspection API with 16 clients kept another
-        // provider's key fetch waiting 13.5 s). Inspection providers call out on every uncached sign-in; the others
-        // only to fetch keys.
+        // A client (a pool of threads) per provider and upstream, made for the calls the provider makes: an upstream
+        // that hangs, at worst for the outbound timeout, then holds up only its own calls (red team: a hanging inspection
+        // API with 16 clients kept another provider's key fetch waiting 13.5 s).
         var clients: [String: CurlHTTPClient] = [:]
-        for provider in configuration.providers where provider.callsOut {
-            var settings = http
-            settings.threads = provider.inspectsOpaqueTokens ? 4 : 2
-            clients[provider.name] = CurlHTTPClient(configuration: settings)
-        }
         return VerifierRegistry(
-            configuration: configuration, fetchers: { clients[$0] }, archive: archive, replayStore: replayStore, revocations: revocations)
+            configuration: configuration,
+            fetchers: { provider, purpose in
+                let key = "\(provider)\u{0}\(purpose.rawValue)"
+                if let client = clients[key] { return client }
+                var settings = http
+                settings.threads = purpose.threads
+                let client = CurlHTTPClient(configuration: settings)
+                clients[key] = client
+                return client
+            }, archive: archive, replayStore: replayStore, revocations: revocations)
     }
 
     /// The Redis endpoint for `url` with the `redis:` block's password, Sentinels and master name (when `url` is that

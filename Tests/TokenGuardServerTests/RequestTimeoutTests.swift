@@ -15,10 +15,10 @@ struct RequestTimeoutTests {
 
     @Test("a claim kept before the deadline gets the work's answer, however late; after the deadline no claim is kept")
     func claimKeptInTimeIsAnswered() async {
-        let timedOut: @Sendable () async -> String = { "request_timeout" }
+        let timedOut: @Sendable (Bool) async -> String = { _ in "request_timeout" }
         // Kept before the deadline, the verdict made after it passed (a hop back from Redis's reply on a busy loop).
         let kept = await RequestTimeout.answer(
-            seconds: 1, onTimeout: timedOut,
+            RequestTimeout.Deadline(seconds: 1), onTimeout: timedOut,
             {
                 guard ReplayClaimGates.mayKeepClaim() else { return "claim refused" }
                 await waitUntil { ReplayClaimGates.current?.isOpen == false }
@@ -29,7 +29,7 @@ struct RequestTimeoutTests {
         // The deadline first: the timeout answers, the work is cancelled, and its gate is closed: no claim is kept.
         let after = Locked<(open: Bool?, kept: Bool?)>((nil, nil))
         let late = await RequestTimeout.answer(
-            seconds: 1, onTimeout: timedOut,
+            RequestTimeout.Deadline(seconds: 1), onTimeout: timedOut,
             {
                 await waitUntil { Task.isCancelled }
                 let open = ReplayClaimGates.current?.isOpen

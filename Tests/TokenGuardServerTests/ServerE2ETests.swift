@@ -689,6 +689,56 @@ struct ServerE2ETests {
         #expect(stoppedAfter < 35, "stopped \(stoppedAfter) s after SIGTERM")
     }
 
+    @Test("a verification the request timeout cut off counts as request_timeout, though the slow IdP's keys arrive later")
+    func timedOutCountsAsTimeout() async throws {
+        let key = try SharedTestKeys.rsa()
+        let rotated = try SharedTestKeys.key("rsa-test-rotated", .rsa(bits: 2048))
+        let jwks = try SharedTestKeys.jwks([key])
+        let idp = try FakeHTTPServer { _ in .json(jwks) }
+        defer { idp.stop() }
+        let workspace = try TempWorkspace()
+        let config = try workspace.write(
+            "tokenguard.yaml",
+            """
+            http: { connect_timeout_ms: 500, timeout_ms: 20000 }
+            server: { request_timeout_seconds: 1 }
+            keys: { refetch_cooldown_seconds: 0 }
+            providers:
+              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
+            """)
+        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
+        defer { server.stop() }
+        try await server.waitUntilReady()
+        // The rotated key is published 3 s after it is asked for: after the 1 s deadline.
+        let both = try SharedTestKeys.jwks([key, rotated])
+        idp.respond { _ in
+            var response = FakeHTTPServer.Response.json(both)
+            response.delay = 3
+            return response
+        }
+        let nonce = self.nonce
+        let token = try rotated.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        let response = try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
+        #expect(response.status == 503)
+        #expect(String(decoding: response.body, as: UTF8.self).contains("request_timeout"))
+        // The refetch ends; the keys now verify the token, which must not turn the timed-out answer into a `valid`.
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline {
+            let listed = String(decoding: try await server.get("/v1/providers").body, as: UTF8.self)
+            if listed.contains(rotated.keyID) { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let metrics = String(decoding: try await server.get("/metrics").body, as: UTF8.self)
+        func value(_ outcome: String) -> Int {
+            let series = "tokenguard_verifications_total{provider=\"apple\",outcome=\"\(outcome)\"}"
+            return metrics.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Int($0.dropFirst(series.count + 1)) } ?? 0
+        }
+        #expect(value("request_timeout") == 1)
+        #expect(value("valid") == 0)
+        #expect(value("keys_unavailable") == 0)
+    }
+
     @Test("an inspection API that hangs holds up only its own provider: another provider's key refetch is not queued behind it")
     func hangingUpstreamIsolated() async throws {
         let key = try SharedTestKeys.rsa()

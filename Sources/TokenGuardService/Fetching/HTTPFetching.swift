@@ -161,3 +161,18 @@ extension OutboundURL {
         return port
     }
 }
+
+/// What a provider calls out for; each gets its own fetcher (and pool of threads), so that one upstream hanging
+/// does not hold up another's calls.
+package enum OutboundPurpose: String, Sendable, CaseIterable {
+    /// JWKS and discovery documents.
+    case keys
+    /// Microsoft tenant names resolved to tenant ids.
+    case tenantNames = "tenant-names"
+    /// Opaque token inspection (GitHub, Facebook's `debug_token`): a call per uncached sign-in.
+    case inspection
+
+    /// Concurrent transfers: inspections come with sign-ins; keys and tenant names are fetched now and then, and a
+    /// second thread lets a refresh run beside one that hangs.
+    package var threads: Int { self == .inspection ? 4 : 2 }
+}

@@ -2,49 +2,53 @@ import TokenGuardCore
 
 /// A response's header lines, read as bytes, one line at a time (as libcurl hands them over, terminator included).
 ///
-/// - Only an empty line (CRLF or LF) ends a header block; a status line (`HTTP/`) at a block's start, while no final
-///   status has been seen, starts the headers afresh (an interim 1xx response's block comes first). A header line
-///   named `HTTP/x` or a trailer block cannot wipe the headers read before it.
-/// - A line starting with a space or tab continues the previous header (obsolete line folding, read as one space:
-///   RFC 9112 §5.2); a folded line with no header before it is ignored.
-/// - The name is the bytes before the first colon and the value those after it, each without the spaces and tabs
-///   around it (RFC 9110 §5.6.3: only SP and HTAB are whitespace here). Other bytes are kept as they are, so a value
-///   with a control or non-ASCII byte reaches its parser (Cache-Control reads it as invalid: the minimum TTL) instead
-///   of being trimmed to something that looks valid.
+/// - Nothing read is ever dropped: the header lines of every block — an interim 1xx response's, the final
+///   response's, a chunked body's trailers — are kept together. Deciding which block is final would mean agreeing with
+///   libcurl on every odd status line and block end, and each disagreement let a later block wipe a `no-store` (red
+///   team: `HTTP/ 1.1 200`, a block ended by `\r\r\n`). Kept together, an extra block can only add to what is read:
+///   Cache-Control lines are combined, and of several the most restrictive wins.
+/// - Status lines (`HTTP/…`) and empty lines are not headers. A line starting with a space or tab continues the header
+///   just before it (obsolete line folding, read as one space: RFC 9112 §5.2), and nothing if no header is just
+///   before it.
+/// - Every other line must be `name: value` with an RFC 9110 token as its name (without the spaces and tabs around
+///   it): a line that is not (a stray control byte or NBSP in a name, no colon, a bare CR) makes the reply malformed,
+///   never skipped (`Cache-Control\u{0B}: no-store` skipped meant the longest TTL). Values keep every byte but the
+///   spaces and tabs around them, so a control or non-ASCII byte reaches the value's parser (Cache-Control reads it
+///   as invalid: the minimum TTL) instead of being trimmed to something that looks valid.
 package struct ResponseHeaderReader {
+    package enum Refusal: Error, Equatable {
+        /// More than ``ResponseHeaderReader/maximumHeaders`` header lines (the reply is not read with some left out).
+        case tooManyHeaders
+        /// A line that is neither a header, a status line, a folded continuation nor empty.
+        case malformedLine
+    }
+
     package private(set) var headers: [(String, String)] = []
-    private var awaitingFinalStatus = true
-    private var atBlockStart = true
+    /// A folded line may continue the last header only while no status or empty line came after it.
+    private var lastHeaderOpen = false
     package static let maximumHeaders = 200
 
     package init() {}
 
-    /// False when the line would be header number ``maximumHeaders`` + 1: the transfer is aborted rather than read
-    /// with some left out (a dropped `Cache-Control: no-store` would mean the longest TTL).
-    package mutating func read(line raw: some Collection<UInt8>) -> Bool {
+    package mutating func read(line raw: some Collection<UInt8>) -> Result<Void, Refusal> {
         var line = Array(raw)[...]
         if line.last == 0x0A { line = line.dropLast() }
         if line.last == 0x0D { line = line.dropLast() }
-        let startsBlock = atBlockStart
-        atBlockStart = line.isEmpty
-        if line.isEmpty { return true }
-        if startsBlock && awaitingFinalStatus && line.starts(with: "HTTP/".utf8) {
-            headers.removeAll()
-            // The status code is the word after the first space; 1xx is interim and another block follows.
-            let afterVersion = line.drop { $0 != 0x20 }.drop { $0 == 0x20 }
-            awaitingFinalStatus = afterVersion.first == UInt8(ascii: "1")
-            return true
+        if line.isEmpty || line.starts(with: "HTTP/".utf8) {
+            lastHeaderOpen = false
+            return .success(())
         }
         if let first = line.first, Self.isBlank(first) {
-            guard let last = headers.indices.last else { return true }
-            headers[last].1 += " " + Self.text(Self.trimmed(line))
-            return true
+            if lastHeaderOpen, let last = headers.indices.last { headers[last].1 += " " + Self.text(Self.trimmed(line)) }
+            return .success(())
         }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return true }
-        guard headers.count < Self.maximumHeaders else { return false }
-        let name = ASCII.lowercased(Self.text(Self.trimmed(line[..<colon])))
-        headers.append((name, Self.text(Self.trimmed(line[line.index(after: colon)...]))))
-        return true
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return .failure(.malformedLine) }
+        let name = Self.trimmed(line[..<colon])
+        guard !name.isEmpty, name.allSatisfy(HTTPToken.isTokenCharacter) else { return .failure(.malformedLine) }
+        guard headers.count < Self.maximumHeaders else { return .failure(.tooManyHeaders) }
+        headers.append((ASCII.lowercased(Self.text(name)), Self.text(Self.trimmed(line[line.index(after: colon)...]))))
+        lastHeaderOpen = true
+        return .success(())
     }
 
     private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }

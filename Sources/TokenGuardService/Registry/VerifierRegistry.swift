@@ -60,48 +60,56 @@ package struct VerifierRegistry: Sendable {
         revocations: RevocationGuard? = nil, clock: WallClock = .system
     ) {
         self.init(
-            configuration: configuration, fetchers: { _ in fetcher }, archive: archive, replayStore: replayStore, revocations: revocations,
+            configuration: configuration, fetchers: { _, _ in fetcher }, archive: archive, replayStore: replayStore, revocations: revocations,
             clock: clock)
     }
 
-    /// As above, with each provider's outbound calls made by a fetcher of its own (`fetchers(name)`): an upstream
-    /// that hangs then holds up only its own provider's calls, not another provider's key fetch behind it.
+    /// As above, with the outbound calls of each provider, and of each of its upstreams, made by a fetcher of its own
+    /// (`fetchers(name, purpose)`): an upstream that hangs then holds up only its own calls, not a key fetch queued
+    /// behind them (red team: hanging tenant lookups took a Microsoft provider's JWKS fetch with them, and hanging
+    /// `debug_token` calls a facebook entry's Limited Login keys).
     package init(
-        configuration: Configuration, fetchers: (_ provider: String) -> (any HTTPFetching)?, archive: KeyArchive? = nil,
+        configuration: Configuration, fetchers: (_ provider: String, _ purpose: OutboundPurpose) -> (any HTTPFetching)?,
+        archive: KeyArchive? = nil,
         replayStore: (any ReplayStore)? = nil, revocations: RevocationGuard? = nil, clock: WallClock = .system
     ) {
         var verifiers: [String: TokenVerifier] = [:]
         var opaque: [String: OpaqueTokenVerifier] = [:]
         var resolvers: [String: TenantNameResolver] = [:]
         for provider in configuration.providers {
-            let fetcher = fetchers(provider.name)
+            // Asked for only where used: a fetcher may be a pool of threads.
+            var fetchesKeys = provider.keys != nil
+            if case .jwksFile? = provider.keys { fetchesKeys = false }
+            let keyFetcher = fetchesKeys ? fetchers(provider.name, .keys) : nil
+            let inspectionFetcher = provider.inspectsOpaqueTokens ? fetchers(provider.name, .inspection) : nil
             switch provider.settings {
             case .jws(var policy, let keys):
                 if !provider.tenantDomains.isEmpty {
                     let resolver = TenantNameResolver(
-                        provider: provider.name, authority: provider.authority, names: provider.tenantDomains, fetcher: fetcher ?? NoFetcher(),
+                        provider: provider.name, authority: provider.authority, names: provider.tenantDomains,
+                        fetcher: fetchers(provider.name, .tenantNames) ?? NoFetcher(),
                         archive: archive, clock: clock)
                     policy.tenantDirectory = resolver
                     resolvers[provider.name] = resolver
                 }
                 verifiers[provider.name] = TokenVerifier(
-                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive, clock),
+                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, keyFetcher, archive, clock),
                     cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
             case .facebook(let policy, let keys, let classic):
                 verifiers[provider.name] = TokenVerifier(
-                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, fetcher, archive, clock),
+                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, keyFetcher, archive, clock),
                     cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
                 if let classic {
                     let inspector = FacebookLoginTokenInspector(
                         providerName: provider.name, appID: classic.clientID, appSecret: classic.secret, graphURL: classic.baseURL,
-                        fetcher: fetcher ?? NoFetcher())
+                        fetcher: inspectionFetcher ?? NoFetcher())
                     opaque[provider.name] = OpaqueTokenVerifier(
                         inspector: inspector, cache: OpaqueVerdictCache(positiveTTL: classic.cacheSeconds), limits: classic.inspectionLimits,
                         clock: clock)
                 }
             case .opaque(let settings):
                 let inspector: any OpaqueTokenInspector
-                let fetcher = fetcher ?? NoFetcher()
+                let fetcher = inspectionFetcher ?? NoFetcher()
                 if provider.kind == .github {
                     inspector = GitHubTokenInspector(
                         providerName: provider.name, clientID: settings.clientID, clientSecret: settings.secret, apiURL: settings.baseURL,
