@@ -149,32 +149,15 @@ struct RevocationE2ETests {
 
     @Test("a notification waiting on a hanging key fetch is answered 503 request_timeout at the request timeout")
     func notificationTimeout() async throws {
-        let key = try SharedTestKeys.rsa()
-        let rotated = try SharedTestKeys.key("rsa-test-rotated", .rsa(bits: 2048))
-        let jwks = try SharedTestKeys.jwks([key])
-        let idp = try FakeHTTPServer { _ in .json(jwks) }
-        defer { idp.stop() }
-        let workspace = try TempWorkspace()
-        let config = try workspace.write(
-            "tokenguard.yaml",
-            """
-            http: { connect_timeout_ms: 500, timeout_ms: 60000 }
-            server: { request_timeout_seconds: 2 }
-            keys: { refetch_cooldown_seconds: 0 }
-            revocations: { max_staleness_seconds: 10 }
-            providers:
-              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
-            """)
-        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
-        defer { server.stop() }
-        try await server.waitUntilReady()
-        // From now on the IdP holds every fetch for 30 s; a notification signed with a key it has not published yet
+        let setup = try await FetchedKeysServer.start(
+            yaml:
+                "http: { connect_timeout_ms: 500, timeout_ms: 60000 }\nserver: { request_timeout_seconds: 2 }\nrevocations: { max_staleness_seconds: 10 }"
+        )
+        defer { setup.stop() }
+        let (server, idp, rotated) = (setup.server, setup.idp, setup.rotated)
+        // From now on the IdP holds every fetch for 30 s; a notification signed with the key it has not published
         // makes the verification wait for a refetch.
-        idp.respond { _ in
-            var response = FakeHTTPServer.Response.json(jwks)
-            response.delay = 30
-            return response
-        }
+        try setup.publishBoth(delay: 30)
         let started = Date()
         let response = try await server.post("/v1/notifications/apple", try notification(rotated, type: "account-delete", eventTime: now()))
         let took = Date().timeIntervalSince(started)

@@ -691,31 +691,12 @@ struct ServerE2ETests {
 
     @Test("a verification the request timeout cut off counts as request_timeout, though the slow IdP's keys arrive later")
     func timedOutCountsAsTimeout() async throws {
-        let key = try SharedTestKeys.rsa()
-        let rotated = try SharedTestKeys.key("rsa-test-rotated", .rsa(bits: 2048))
-        let jwks = try SharedTestKeys.jwks([key])
-        let idp = try FakeHTTPServer { _ in .json(jwks) }
-        defer { idp.stop() }
-        let workspace = try TempWorkspace()
-        let config = try workspace.write(
-            "tokenguard.yaml",
-            """
-            http: { connect_timeout_ms: 500, timeout_ms: 20000 }
-            server: { request_timeout_seconds: 1 }
-            keys: { refetch_cooldown_seconds: 0 }
-            providers:
-              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
-            """)
-        let server = try await ServerProcess(arguments: ["--config", config], workspace: workspace)
-        defer { server.stop() }
-        try await server.waitUntilReady()
+        let setup = try await FetchedKeysServer.start(
+            yaml: "http: { connect_timeout_ms: 500, timeout_ms: 20000 }\nserver: { request_timeout_seconds: 1 }")
+        defer { setup.stop() }
+        let (server, rotated) = (setup.server, setup.rotated)
         // The rotated key is published 3 s after it is asked for: after the 1 s deadline.
-        let both = try SharedTestKeys.jwks([key, rotated])
-        idp.respond { _ in
-            var response = FakeHTTPServer.Response.json(both)
-            response.delay = 3
-            return response
-        }
+        try setup.publishBoth(delay: 3)
         let nonce = self.nonce
         let token = try rotated.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
         let response = try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
@@ -741,32 +722,19 @@ struct ServerE2ETests {
 
     @Test("an inspection API that hangs holds up only its own provider: another provider's key refetch is not queued behind it")
     func hangingUpstreamIsolated() async throws {
-        let key = try SharedTestKeys.rsa()
-        let rotated = try SharedTestKeys.key("rsa-test-rotated", .rsa(bits: 2048))
-        let jwks = try SharedTestKeys.jwks([key])
-        let idp = try FakeHTTPServer { _ in .json(jwks) }
-        defer { idp.stop() }
         let github = try FakeHTTPServer { _ in
             var response = FakeHTTPServer.Response.json("{}", status: 404)
             response.delay = 30
             return response
         }
         defer { github.stop() }
-        let workspace = try TempWorkspace()
-        let config = try workspace.write(
-            "tokenguard.yaml",
-            """
-            http: { connect_timeout_ms: 500, timeout_ms: 60000 }
-            server: { request_timeout_seconds: 60 }
-            keys: { refetch_cooldown_seconds: 0 }
-            providers:
-              apple: { audiences: ["\(ProviderTokens.appleAudience)"], jwks_url: "\(idp.baseURL)/jwks", dev_idp: true }
-              github: { client_id: "Iv1.abc", client_secret_env: "TG_GH", api_url: "\(github.baseURL)", dev_idp: true }
-            """)
-        let server = try await ServerProcess(arguments: ["--config", config], environment: ["TG_GH": "gh-secret"], workspace: workspace)
-        defer { server.stop() }
-        try await server.waitUntilReady()
-        idp.respond { _ in .json((try? SharedTestKeys.jwks([key, rotated])) ?? "{}") }
+        let setup = try await FetchedKeysServer.start(
+            yaml: "http: { connect_timeout_ms: 500, timeout_ms: 60000 }\nserver: { request_timeout_seconds: 60 }",
+            providers: "  github: { client_id: \"Iv1.abc\", client_secret_env: \"TG_GH\", api_url: \"\(github.baseURL)\", dev_idp: true }",
+            environment: ["TG_GH": "gh-secret"])
+        defer { setup.stop() }
+        let (server, rotated) = (setup.server, setup.rotated)
+        try setup.publishBoth()
         // More hanging inspections than any one pool of outbound threads has, sent with a client of their own (the
         // server process's client has a few threads, which these would take).
         var settings = CurlHTTPClient.Configuration()
