@@ -83,6 +83,9 @@ package final class CurlHTTPClient: HTTPFetching {
         try handle.set(CURLOPT_TIMEOUT_MS, configuration.totalTimeoutMilliseconds)
         // No signals: timeouts must not use SIGALRM in a multi-threaded process.
         try handle.set(CURLOPT_NOSIGNAL, 1)
+        // Through a proxy (`https_proxy` in the environment), the proxy's CONNECT reply is not the upstream's: its
+        // header lines must neither count as the upstream's (a Cache-Control) nor fail a strict read of them.
+        try handle.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         try handle.set(CURLOPT_USERAGENT, configuration.userAgent)
         try handle.set(CURLOPT_MAXFILESIZE, request.maximumResponseBytes)
         try handle.set(headers: headerList)

@@ -159,6 +159,13 @@ struct RevocationRoutes: Sendable {
         return try await bounded(since: started) { try await record(notification: payload, provider: provider, verifier: verifier) }
     }
 
+    /// Counted only when the sender gets this answer: work the request timeout cut off (answered 503, and retried
+    /// by Apple) is not counted again when it ends (red team: a timed-out notification counted `rejected` later).
+    private static func countNotification(provider: String, type: String) {
+        guard !Task.isCancelled else { return }
+        Counter(label: "tokenguard_notifications_total", dimensions: [("provider", provider), ("type", type)]).increment()
+    }
+
     private func record(notification payload: String, provider: String, verifier: TokenVerifier) async throws -> Response {
         let result = await verifier.verifyNotification(token: payload, at: registry.now)
         let event: AppleNotificationEvent
@@ -166,17 +173,17 @@ struct RevocationRoutes: Sendable {
         case .failure(let error) where error.code.isRetryable:
             throw APIError(status: .serviceUnavailable, code: error.code, message: error.message, retryAfterSeconds: settings.retryAfterSeconds)
         case .failure(let error):
-            Counter(label: "tokenguard_notifications_total", dimensions: [("provider", provider), ("type", "rejected")]).increment()
+            Self.countNotification(provider: provider, type: "rejected")
             throw APIError(status: .badRequest, code: error.code, message: error.message)
         case .success(let claims):
             switch AppleNotificationEvent.parse(claims) {
             case .failure(let error):
-                Counter(label: "tokenguard_notifications_total", dimensions: [("provider", provider), ("type", "rejected")]).increment()
+                Self.countNotification(provider: provider, type: "rejected")
                 throw APIError(status: .badRequest, code: error.code, message: error.message)
             case .success(let parsed): event = parsed
             }
         }
-        Counter(label: "tokenguard_notifications_total", dimensions: [("provider", provider), ("type", event.type.rawValue)]).increment()
+        Self.countNotification(provider: provider, type: event.type.rawValue)
         if event.type.revokes {
             let revocations = try self.revocations
             let revocation = Revocation(provider: provider, subject: event.subject, notBefore: event.eventTime)

@@ -69,12 +69,9 @@ final class ServiceMetrics: Sendable {
         self.init(providers: registry.providerNames.map { ($0, registry.forwardAuthPolicy($0).mode) })
     }
 
-    static func outcomeIndex(_ result: VerificationResult, cancelled: Bool = false) -> Int {
+    static func outcomeIndex(_ result: VerificationResult) -> Int {
         switch result {
         case .success: 0
-        // Work cancelled by its request's timeout (or a shutdown) ends as the outage its cut-short wait looks like
-        // (an inspection, a key fetch); the client was answered `request_timeout`, and that is what is counted.
-        case .failure(let error) where cancelled && error.code.isRetryable: 1 + (errorCodes.firstIndex(of: .requestTimeout) ?? 0)
         case .failure(let error): 1 + (errorCodes.firstIndex(of: error.code) ?? 0)
         }
     }
@@ -89,7 +86,7 @@ final class ServiceMetrics: Sendable {
 
     func record(provider: String, result: VerificationResult, startedAt: DispatchTime) {
         let slot = slot(provider)
-        slot.outcomes[Self.outcomeIndex(result, cancelled: Task.isCancelled)].increment()
+        slot.outcomes[Self.outcomeIndex(result)].increment()
         slot.duration.record(nanoseconds: DispatchTime.now().uptimeNanoseconds &- startedAt.uptimeNanoseconds)
     }
 

@@ -129,8 +129,14 @@ struct VerifyRoutes: Sendable {
         // answer, with items never started).
         let answeredAtDeadline: @Sendable (_ byShutdown: Bool) async -> [[UInt8]] = { byShutdown in
             let timedOut = RequestTimeout.timeoutFailure(deadline.seconds, byShutdown, subject: "item")
-            return zip(items, await progress.close()).map { entry, verdict in
-                verdict ?? Self.verdictWithoutVerifying(entry, registry: registry) ?? Self.entryVerdict(entry, timedOut)
+            let verdicts = await progress.close()
+            // Counted once (the work and the deadline may both make this answer): each item answered request_timeout.
+            let counts = progress.claimTimeoutCount()
+            return zip(items, verdicts).map { entry, verdict in
+                if let verdict { return verdict }
+                if let settled = Self.verdictWithoutVerifying(entry, registry: registry) { return settled }
+                if counts { metrics.record(provider: entry.objectValue?["provider"]?.stringValue ?? "", result: timedOut, startedAt: .now()) }
+                return Self.entryVerdict(entry, timedOut)
             }
         }
         let results = await RequestTimeout.answer(deadline, onTimeout: answeredAtDeadline) {
@@ -173,6 +179,7 @@ struct VerifyRoutes: Sendable {
             /// Items whose claims were held and whose verdicts are not recorded yet.
             var claiming: Set<Int> = []
             var waiting: [CheckedContinuation<[[UInt8]?], Never>] = []
+            var timeoutsCounted = false
         }
         private let state: Locked<State>
 
@@ -197,16 +204,28 @@ struct VerifyRoutes: Sendable {
             }
         }
 
-        /// An item's verdict: kept when the batch is open or the item's claim was held before it closed.
-        func record(_ index: Int, _ verdict: [UInt8]) {
-            let (waiting, verdicts) = state.withLock { state -> ([CheckedContinuation<[[UInt8]?], Never>], [[UInt8]?]) in
+        /// An item's verdict: kept when the batch is open or the item's claim was held before it closed. Returns
+        /// whether it was kept (in the answer): an item not kept was answered `request_timeout`.
+        @discardableResult
+        func record(_ index: Int, _ verdict: [UInt8]) -> Bool {
+            let (kept, waiting, verdicts) = state.withLock { state -> (Bool, [CheckedContinuation<[[UInt8]?], Never>], [[UInt8]?]) in
                 let claimed = state.claiming.remove(index) != nil
-                if !state.closed || claimed { state.verdicts[index] = verdict }
-                guard state.closed, state.claiming.isEmpty else { return ([], []) }
+                let kept = !state.closed || claimed
+                if kept { state.verdicts[index] = verdict }
+                guard state.closed, state.claiming.isEmpty else { return (kept, [], []) }
                 defer { state.waiting = [] }
-                return (state.waiting, state.verdicts)
+                return (kept, state.waiting, state.verdicts)
             }
             for continuation in waiting { continuation.resume(returning: verdicts) }
+            return kept
+        }
+
+        /// True the first time only: the items answered `request_timeout` are counted by whoever asks first.
+        func claimTimeoutCount() -> Bool {
+            state.withLock { state in
+                defer { state.timeoutsCounted = true }
+                return !state.timeoutsCounted
+            }
         }
 
         /// Each item's verdict, nil for those that finished without one; no claim is held after, and the items whose
@@ -252,11 +271,19 @@ struct VerifyRoutes: Sendable {
                 let (index, entry) = (next, items[next])
                 // Nothing more is started once the batch has been answered at its deadline.
                 _ = group.addTaskUnlessCancelled {
-                    guard let progress else { return (index, await Self.verifyItem(entry, registry: registry, metrics: metrics)) }
-                    let verdict = await ReplayClaimGates.$current.withValue(progress.gate(index)) {
-                        await Self.verifyItem(entry, registry: registry, metrics: metrics)
+                    guard let progress else {
+                        let (verdict, outcome) = await Self.verifyItem(entry, registry: registry)
+                        if let outcome { metrics.record(provider: outcome.provider, result: outcome.result, startedAt: outcome.started) }
+                        return (index, verdict)
                     }
-                    progress.record(index, verdict)
+                    let (verdict, outcome) = await ReplayClaimGates.$current.withValue(progress.gate(index)) {
+                        await Self.verifyItem(entry, registry: registry)
+                    }
+                    // What is counted is what the client is answered: a verdict made after the batch was answered is
+                    // not in it (its item was answered, and counted, as request_timeout).
+                    if progress.record(index, verdict), let outcome {
+                        metrics.record(provider: outcome.provider, result: outcome.result, startedAt: outcome.started)
+                    }
                     return (index, verdict)
                 }
                 next += 1
@@ -276,23 +303,31 @@ struct VerifyRoutes: Sendable {
         return entry.objectValue?["id"].map { JSONWriter.withLeadingID($0, verdict) } ?? verdict
     }
 
-    /// One batch entry's verdict, as JSON text: its own `invalid_request` when it is not a valid item.
-    static func verifyItem(_ entry: JSONValue, registry: VerifierRegistry, metrics: ServiceMetrics) async -> [UInt8] {
+    /// What a verification came to, for the metrics.
+    struct Outcome: Sendable {
+        let provider: String
+        let result: VerificationResult
+        let started: DispatchTime
+    }
+
+    /// One batch entry's verdict, as JSON text: its own `invalid_request` when it is not a valid item; and the
+    /// verification's outcome, when there was one, for the caller to count.
+    static func verifyItem(_ entry: JSONValue, registry: VerifierRegistry) async -> ([UInt8], Outcome?) {
         let item: VerifyRequest
         // An item's id comes back first in its result, as `tokenguard batch` does (contract: "Batch ids").
         func withID(_ id: JSONValue?, _ verdict: [UInt8]) -> [UInt8] { id.map { JSONWriter.withLeadingID($0, verdict) } ?? verdict }
         do throws(VerificationError) {
             item = try VerifyRequest.item(entry)
         } catch {
-            return entryVerdict(entry, .failure(error))
+            return (entryVerdict(entry, .failure(error)), nil)
         }
         let started = DispatchTime.now()
         let (result, explanation) = await registry.verify(
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
-        metrics.record(provider: item.provider, result: result, startedAt: started)
-        guard let explanation else { return withID(item.id, result.jsonBytes(provider: item.provider)) }
+        let outcome = Outcome(provider: item.provider, result: result, started: started)
+        guard let explanation else { return (withID(item.id, result.jsonBytes(provider: item.provider)), outcome) }
         var verdict = result.json(provider: item.provider)
         verdict.set("checks", explanation.json)
-        return withID(item.id, JSONWriter.bytes(.object(verdict)))
+        return (withID(item.id, JSONWriter.bytes(.object(verdict))), outcome)
     }
 }

@@ -689,7 +689,7 @@ struct ServerE2ETests {
         #expect(stoppedAfter < 35, "stopped \(stoppedAfter) s after SIGTERM")
     }
 
-    @Test("a verification the request timeout cut off counts as request_timeout, though the slow IdP's keys arrive later")
+    @Test("a verification (or batch item) the request timeout cut off counts as request_timeout, though the slow IdP's keys arrive later")
     func timedOutCountsAsTimeout() async throws {
         let setup = try await FetchedKeysServer.start(
             yaml: "http: { connect_timeout_ms: 500, timeout_ms: 20000 }\nserver: { request_timeout_seconds: 1 }")
@@ -699,6 +699,11 @@ struct ServerE2ETests {
         try setup.publishBoth(delay: 3)
         let nonce = self.nonce
         let token = try rotated.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: nonce))
+        // A batch item and a single verification, each cut off by the deadline while the refetch goes on.
+        let batch = try await server.post(
+            "/v1/verify/batch", "{\"items\":[{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}]}")
+        #expect(batch.status == 200)
+        #expect(String(decoding: batch.body, as: UTF8.self).contains("request_timeout"))
         let response = try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}")
         #expect(response.status == 503)
         #expect(String(decoding: response.body, as: UTF8.self).contains("request_timeout"))
@@ -715,7 +720,7 @@ struct ServerE2ETests {
             let series = "tokenguard_verifications_total{provider=\"apple\",outcome=\"\(outcome)\"}"
             return metrics.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Int($0.dropFirst(series.count + 1)) } ?? 0
         }
-        #expect(value("request_timeout") == 1)
+        #expect(value("request_timeout") == 2)
         #expect(value("valid") == 0)
         #expect(value("keys_unavailable") == 0)
     }

@@ -171,8 +171,16 @@ package enum OutboundPurpose: String, Sendable, CaseIterable {
     case tenantNames = "tenant-names"
     /// Opaque token inspection (GitHub, Facebook's `debug_token`): a call per uncached sign-in.
     case inspection
+    /// A provider's published discovery document, watched for drift (never trusted): one at a time.
+    case driftWatch = "drift-watch"
 
     /// Concurrent transfers: inspections come with sign-ins; keys and tenant names are fetched now and then, and a
     /// second thread lets a refresh run beside one that hangs.
-    package var threads: Int { self == .inspection ? 4 : 2 }
+    package var threads: Int {
+        switch self {
+        case .inspection: 4
+        case .keys, .tenantNames: 2
+        case .driftWatch: 1
+        }
+    }
 }

@@ -2,12 +2,15 @@ import TokenGuardCore
 
 /// A response's header lines, read as bytes, one line at a time (as libcurl hands them over, terminator included).
 ///
-/// - Nothing read is ever dropped: the header lines of every block — an interim 1xx response's, the final
-///   response's, a chunked body's trailers — are kept together. Deciding which block is final would mean agreeing with
-///   libcurl on every odd status line and block end, and each disagreement let a later block wipe a `no-store` (red
-///   team: `HTTP/ 1.1 200`, a block ended by `\r\r\n`). Kept together, an extra block can only add to what is read:
-///   Cache-Control lines are combined, and of several the most restrictive wins.
-/// - Status lines (`HTTP/…`) and empty lines are not headers. A line starting with a space or tab continues the header
+/// - A status line (`HTTP/…`) starts a new block (an interim 1xx response's comes first), and the headers of the
+///   blocks before it are dropped — all but their Cache-Control lines, which are kept from every block (interim,
+///   final, trailers). Deciding which block is final would mean agreeing with libcurl on every odd status line and
+///   block end, and each disagreement let a later block wipe a `no-store` (red team: `HTTP/ 1.1 200`, a block ended by
+///   `\r\r\n`); kept from every block, Cache-Control lines only add restrictions (they are combined, and of several the
+///   most restrictive wins). Other headers (Retry-After, a rate limit's reset) come from the last block and its
+///   trailers, as an interim block's must not set them (red team: `Retry-After: 1` in a `100` before a rate limit's
+///   `403` had clients retry every second).
+/// - Status and empty lines are not headers. A line starting with a space or tab continues the header
 ///   just before it (obsolete line folding, read as one space: RFC 9112 §5.2), and nothing if no header is just
 ///   before it.
 /// - Every other line must be `name: value` with an RFC 9110 token as its name (without the spaces and tabs around
@@ -34,7 +37,12 @@ package struct ResponseHeaderReader {
         var line = Array(raw)[...]
         if line.last == 0x0A { line = line.dropLast() }
         if line.last == 0x0D { line = line.dropLast() }
-        if line.isEmpty || line.starts(with: "HTTP/".utf8) {
+        if line.starts(with: "HTTP/".utf8) {
+            headers.removeAll { $0.0 != "cache-control" }
+            lastHeaderOpen = false
+            return .success(())
+        }
+        if line.isEmpty {
             lastHeaderOpen = false
             return .success(())
         }

@@ -31,6 +31,9 @@ package final class JWKSKeySource: KeySource {
     /// A discovery document fetched after each JWKS fetch only to watch for drift (never trusted).
     package let watchedDiscoveryURL: String?
     private let fetcher: any HTTPFetching
+    /// Fetches the watched discovery document: a fetcher of its own when given, so that a watched endpoint that hangs
+    /// never holds the key fetches' threads (red team: two hanging watches blocked an unknown-kid refetch for 15 s).
+    private let watchFetcher: any HTTPFetching
     private let archive: KeyArchive?
     private let clock: WallClock
     private let logger: Logger
@@ -59,12 +62,14 @@ package final class JWKSKeySource: KeySource {
         var historical: KeySet?
         /// The keys the last fetched JWKS listed but tokenguard skipped, even when that left none usable.
         var lastSkipped: [JWKParser.Skipped] = []
+        /// A watch of the discovery document is under way: at most one at a time, however often keys are fetched.
+        var watching = false
     }
 
     package init(
         provider: String, location: Location, fetcher: any HTTPFetching, policy: KeyFetchPolicy = KeyFetchPolicy(),
         archive: KeyArchive? = nil, logger: Logger = Logger(label: "tokenguard.keys"),
-        clock: WallClock = .system, watchedDiscoveryURL: String? = nil
+        clock: WallClock = .system, watchedDiscoveryURL: String? = nil, watchFetcher: (any HTTPFetching)? = nil
     ) {
         self.provider = provider
         self.location = location
@@ -79,6 +84,7 @@ package final class JWKSKeySource: KeySource {
             self.watchedDiscoveryURL = watchedDiscoveryURL
         }
         self.fetcher = fetcher
+        self.watchFetcher = watchFetcher ?? fetcher
         self.policy = policy
         self.archive = archive
         self.clock = clock
@@ -416,9 +422,17 @@ package final class JWKSKeySource: KeySource {
     /// verifying).
     private func watchDiscovery(at seconds: Int64) async {
         guard let url = watchedDiscoveryURL else { return }
+        let starts = state.withLock { state -> Bool in
+            guard !state.watching else { return false }
+            state.watching = true
+            return true
+        }
+        guard starts else { return }
+        defer { state.withLock { $0.watching = false } }
         do {
             _ = try OutboundURL.validate(url)
-            let response = try await fetcher.send(HTTPRequest(url: url, headers: [("Accept", "application/json")], maximumResponseBytes: 256 * 1024))
+            let response = try await watchFetcher.send(
+                HTTPRequest(url: url, headers: [("Accept", "application/json")], maximumResponseBytes: 256 * 1024))
             guard response.status == 200, let document = try? JSONParser.parseObject(response.body) else {
                 logger.debug("watched discovery document unavailable", metadata: ["status": "\(response.status)"])
                 return

@@ -93,11 +93,15 @@ package struct VerifierRegistry: Sendable {
                     resolvers[provider.name] = resolver
                 }
                 verifiers[provider.name] = TokenVerifier(
-                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, keyFetcher, archive, clock),
+                    policy: policy,
+                    keySource: Self.keySource(
+                        provider.name, keys, configuration, keyFetcher, { fetchers(provider.name, .driftWatch) }, archive, clock),
                     cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
             case .facebook(let policy, let keys, let classic):
                 verifiers[provider.name] = TokenVerifier(
-                    policy: policy, keySource: Self.keySource(provider.name, keys, configuration, keyFetcher, archive, clock),
+                    policy: policy,
+                    keySource: Self.keySource(
+                        provider.name, keys, configuration, keyFetcher, { fetchers(provider.name, .driftWatch) }, archive, clock),
                     cache: VerifiedTokenCache(capacity: configuration.tokenCacheSize))
                 if let classic {
                     let inspector = FacebookLoginTokenInspector(
@@ -159,23 +163,24 @@ package struct VerifierRegistry: Sendable {
 
     private static func keySource(
         _ name: String, _ keys: ProviderConfiguration.KeyLocation, _ configuration: Configuration, _ fetcher: (any HTTPFetching)?,
-        _ archive: KeyArchive?, _ clock: WallClock
+        _ watchFetcher: () -> (any HTTPFetching)?, _ archive: KeyArchive?, _ clock: WallClock
     ) -> any KeySource {
         switch keys {
         case .jwksFile(let path):
             return JWKSFileKeySource(path: path)
         case .jwksURL(let url):
             guard let fetcher else { return UnavailableKeySource(reason: "keys for \(name) are at \(url), and no fetcher is configured") }
+            let watched = configuration.provider(named: name).flatMap(Self.watchedDiscoveryURL)
             return JWKSKeySource(
                 provider: name, location: .jwks(url), fetcher: fetcher, policy: configuration.keyFetch, archive: archive, clock: clock,
-                watchedDiscoveryURL: configuration.provider(named: name).flatMap(Self.watchedDiscoveryURL))
+                watchedDiscoveryURL: watched, watchFetcher: watched == nil ? nil : watchFetcher())
         case .discovery(let issuer, let jwksHosts, let devIdP):
             guard let fetcher else {
                 return UnavailableKeySource(reason: "keys for \(name) need discovery at \(issuer), and no fetcher is configured")
             }
             return JWKSKeySource(
                 provider: name, location: .discovery(issuer: issuer, jwksHosts: jwksHosts, devIdP: devIdP), fetcher: fetcher,
-                policy: configuration.keyFetch, archive: archive, clock: clock)
+                policy: configuration.keyFetch, archive: archive, clock: clock, watchFetcher: watchFetcher())
         }
     }
 
