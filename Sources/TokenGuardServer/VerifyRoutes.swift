@@ -123,6 +123,7 @@ struct VerifyRoutes: Sendable {
         // p99 would go from 3 ms to over 400 ms).
         let width = max(2, ProcessInfo.processInfo.activeProcessorCount)
         let progress = BatchProgress(count: items.count)
+        let started = DispatchTime.now()
         let (registry, metrics) = (self.registry, self.metrics)
         // At the deadline: what has finished, and for the rest their own verdict or `request_timeout`. The work gives
         // the same answer when it finds itself cancelled (it may finish between the cancellation and the deadline's
@@ -135,7 +136,7 @@ struct VerifyRoutes: Sendable {
             return zip(items, verdicts).map { entry, verdict in
                 if let verdict { return verdict }
                 if let settled = Self.verdictWithoutVerifying(entry, registry: registry) { return settled }
-                if counts { metrics.record(provider: entry.objectValue?["provider"]?.stringValue ?? "", result: timedOut, startedAt: .now()) }
+                if counts { metrics.record(provider: entry.objectValue?["provider"]?.stringValue ?? "", result: timedOut, startedAt: started) }
                 return Self.entryVerdict(entry, timedOut)
             }
         }

@@ -723,6 +723,10 @@ struct ServerE2ETests {
         #expect(value("request_timeout") == 2)
         #expect(value("valid") == 0)
         #expect(value("keys_unavailable") == 0)
+        // Each waited out its 1 s deadline, and is timed so (a batch item's timeout was once timed at 0 s).
+        let sumSeries = "tokenguard_verification_duration_seconds_sum{provider=\"apple\"}"
+        let sum = metrics.split(separator: "\n").first { $0.hasPrefix(sumSeries + " ") }.flatMap { Double($0.dropFirst(sumSeries.count + 1)) }
+        #expect((sum ?? 0) >= 1.8, "duration sum \(String(describing: sum))")
     }
 
     @Test("an inspection API that hangs holds up only its own provider: another provider's key refetch is not queued behind it")
