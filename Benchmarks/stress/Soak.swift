@@ -22,9 +22,15 @@ enum Soak {
     static let rawNonce = "soak-raw-nonce"
     static let provider = "soak"
     static let connections = 6
-    /// After a fault window ends, how long an unknown kid may still be answered keys_unavailable: the refetch
-    /// cooldown (2 s) plus one outbound timeout (3 s), with margin.
+    /// After a fault window ends, how long an unknown kid may still be answered keys_unavailable at least: the refetch
+    /// cooldown (2 s) plus one outbound timeout (3 s), with margin. Longer when tokenguard is still backing off after
+    /// the failures: then until a second after its first good fetch (see ``allowedCodes``).
     static let faultGrace = 10.0
+    /// How soon after a fault window ends tokenguard must have fetched the keys again. It backs off 1, 2, 4, 8, 16 s
+    /// (±10 %) after consecutive failures, and the two windows of a short cycle can leave it five failures deep
+    /// (a retry after the 500s that lands in the slow window), so up to about 21 s after the slow window's end (its
+    /// last fetch times out 3 s after it); more would be a stuck retry.
+    static let recoveryBound = 30.0
     static let maximumRequests = 50_000_000
 
     enum Kind: String, CaseIterable, Sendable {
@@ -317,6 +323,22 @@ enum Soak {
         if result.transportErrors > 0 { report.fail("\(result.transportErrors) requests without an answer") }
         if !serverAlive { report.fail("the server exited during the soak") }
         if bad == 0 && total >= 40 { report.fail("the IdP never failed: the outage windows did not happen") }
+        // Every fault's end must be followed by a good fetch within the bound (or the run ended before it could be).
+        let stopped = monotonicSeconds()
+        var slowestRecovery = 0.0
+        let windows = shared.faultWindows.withLock { $0 }
+        for (index, window) in windows.enumerated() where window.end.isFinite {
+            let recovered = idp.firstGoodAnswer(after: window.end) ?? stopped
+            // Faults the IdP was not good between count as one: the wait runs from the last one's end.
+            if index + 1 < windows.count, windows[index + 1].start <= recovered { continue }
+            let waited = recovered - window.end
+            slowestRecovery = max(slowestRecovery, waited)
+            if waited > recoveryBound {
+                report.fail(String(format: "no good key fetch within %.0f s of the IdP's recovery at %.1f s", recoveryBound, window.end - started))
+            }
+        }
+        report.add("slowest_recovery_seconds", .number((slowestRecovery * 10).rounded() / 10))
+        say(String(format: "  slowest recovery: first good key fetch %.1f s after a fault ended", slowestRecovery))
         // Flat memory: at the end no more than 48 MiB or half again above the settled size.
         if end > settled + max(48, settled / 2) { report.fail(String(format: "server RSS grew from %.1f to %.1f MiB", settled, end)) }
         return report
@@ -371,8 +393,14 @@ enum Soak {
     /// The codes a correct tokenguard may answer for this request, given what the IdP delivered before it.
     static func allowedCodes(_ kind: Kind, keyID: String?, sentAt: Double, answeredAt: Double, idp: SoakIdP, faults: [FaultWindow]) -> Set<String> {
         // A request overlaps a fault when it was still unanswered as the IdP began failing (the refetch it
-        // triggers happens after it is sent), or was sent before the grace after the fault ran out.
-        let inFault = faults.contains { answeredAt >= $0.start && sentAt <= $0.end + faultGrace }
+        // triggers happens after it is sent), or was sent before the fault's effect ran out: the grace after its end,
+        // or a second after the IdP's first good answer since (tokenguard backs off after failures, and until it
+        // fetches again it cannot know a kid is unknown rather than new). ``recoveryBound`` bounds that wait.
+        let inFault = faults.contains { window in
+            guard answeredAt >= window.start else { return false }
+            let recovered = window.end.isFinite ? idp.firstGoodAnswer(after: window.end) ?? .infinity : .infinity
+            return sentAt <= max(window.end + faultGrace, recovered + 1)
+        }
         switch kind {
         case .malformed, .algNone:
             return [kind.expectedCode]

@@ -24,6 +24,8 @@ final class SoakIdP: Sendable {
         var firstServedWithout: [String: Double] = [:]
         var goodAnswers = 0
         var badAnswers = 0
+        /// Monotonic times of the good answers, oldest first (about one a second; capped like the soak itself).
+        var goodAnswerTimes: [Double] = []
     }
 
     final class Shared: Sendable {
@@ -56,6 +58,7 @@ final class SoakIdP: Sendable {
                         state.firstServedWithout[kid] = now
                     }
                     state.goodAnswers += 1
+                    if state.goodAnswerTimes.count < 1_000_000 { state.goodAnswerTimes.append(now) }
                     return .json(state.jwks, headers: [("Cache-Control", "max-age=3")])
                 }
             }
@@ -75,6 +78,19 @@ final class SoakIdP: Sendable {
     func set(_ mode: Mode) { shared.state.withLock { $0.mode = mode } }
     func firstServed(_ kid: String) -> Double? { shared.state.withLock { $0.firstServed[kid] } }
     func firstServedWithout(_ kid: String) -> Double? { shared.state.withLock { $0.firstServedWithout[kid] } }
+    /// When the IdP first gave a good answer at or after `time`, if it has.
+    func firstGoodAnswer(after time: Double) -> Double? {
+        shared.state.withLock { state in
+            let times = state.goodAnswerTimes
+            var low = 0
+            var high = times.count
+            while low < high {
+                let middle = (low + high) / 2
+                if times[middle] < time { low = middle + 1 } else { high = middle }
+            }
+            return low < times.count ? times[low] : nil
+        }
+    }
     var mode: Mode { shared.state.withLock { $0.mode } }
     var answers: (good: Int, bad: Int) { shared.state.withLock { ($0.goodAnswers, $0.badAnswers) } }
     func stop() { server.stop() }
