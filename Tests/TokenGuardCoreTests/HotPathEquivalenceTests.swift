@@ -80,6 +80,56 @@ struct HotPathEquivalenceTests {
         #expect(accepted > 0 && fromKnown > 0, "some mutations still parse, some with the known header, so every branch was compared")
     }
 
+    @Test("the signature is decoded before the payload: every refusal is still the one the plain order gives")
+    func signatureFirstRefusals() throws {
+        let key = try SharedTestKeys.rsa()
+        let token = try key.sign(ProviderTokens.apple(now: Verifiers.now, rawNonce: "n"))
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let (header, payload, signature) = (parts[0], parts[1], parts[2])
+        // An RSA-2048 signature is 342 characters, whose last holds 2 bits: "B" sets a trailing one (alphabet only,
+        // but not canonical).
+        #expect(signature.utf8.count % 4 == 2)
+        let lastBits = "B"
+        let alphabet = CompactJWSAlphabet.refusal
+        let cases: [(String, String)] = [
+            (header + "." + payload + "." + signature.dropLast() + "!", alphabet),  // an altered last byte
+            (header + "." + payload + "." + signature.dropLast() + "é", alphabet),
+            (header + "." + payload + "." + signature.dropLast() + "=", alphabet),
+            // A byte outside the alphabet in the signature wins over a payload that also fails (here: holds a dot).
+            (header + "." + payload.prefix(8) + "." + payload.dropFirst(8) + "." + signature + "!", alphabet),
+            (header + "." + payload.prefix(8) + "!" + payload.dropFirst(9) + "." + signature.dropLast() + "!", alphabet),
+            // A non-canonical signature (alphabet only): the payload's bad byte is still found, and so is its dot.
+            (header + "." + payload.prefix(8) + "!" + payload.dropFirst(9) + "." + signature.dropLast() + lastBits, alphabet),
+            (header + "." + payload.prefix(8) + "." + payload.dropFirst(9) + "." + signature.dropLast() + lastBits, "found more"),
+            (header + "." + payload + "." + signature.dropLast() + lastBits, "the signature is not canonical"),
+            // A signature of impossible length (345 characters) after a payload with a bad byte, and after a good one.
+            (header + "." + payload.prefix(8) + "!" + payload.dropFirst(9) + "." + signature + "AAA", alphabet),
+            (header + "." + payload + "." + signature + "AAA", "the signature is not canonical"),
+            (header + "." + payload.dropLast() + "." + signature.dropLast() + "!", alphabet),
+            (header + "." + payload.dropLast() + "." + signature.dropLast() + lastBits, "the payload is not canonical"),
+        ]
+        let verifier = try Verifiers.make(Verifiers.apple(), keys: [key])
+        let known = VerifiedHeaders()
+        let original = try CompactJWS.parse(Array(token.utf8), maxBytes: 16384)
+        known.keep(original.header, encoded: original.encodedHeader)
+        for (candidate, expected) in cases {
+            for headers in [nil, known] {
+                let ordered = outcome { () throws(VerificationError) in try verifier.parseCheckingBytes(candidate, knownHeaders: headers) }
+                let plain = outcome { () throws(VerificationError) in
+                    try verifier.checkBytes(candidate)
+                    return try verifier.parse(candidate)
+                }
+                #expect(ordered == plain, "\(candidate)")
+                #expect(ordered.hasPrefix("malformed_token") && ordered.contains(expected), "\(candidate): \(ordered)")
+                let exact = outcome { () throws(VerificationError) in try CompactJWS.parseExactly(Array(candidate.utf8)) }
+                let fast = outcome { () throws(VerificationError) in
+                    try CompactJWS.parse(Array(candidate.utf8), maxBytes: 16384, knownHeaders: headers)
+                }
+                #expect(fast == exact, "\(candidate)")
+            }
+        }
+    }
+
     @Test("the header is read in one visit: escaped names count, key references are listed in a fixed order")
     func headerOnePass() throws {
         func header(_ json: String) throws(VerificationError) -> JOSEHeader {

@@ -46,12 +46,12 @@ public enum Base64URL {
         guard let outputCount = decodedCount(buffer.count) else { return nil }
         // See CompactJWS.decode: no `unsafeUninitializedCapacity: 0` (the shared empty storage's count is written).
         if outputCount == 0 { return [] }
-        var valid = true
+        var refusal: Refusal? = nil
         let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
-            valid = decode(buffer, into: out)
+            refusal = decode(buffer, into: out)
             initialized = outputCount
         }
-        return valid ? output : nil
+        return refusal == nil ? output : nil
     }
 
     /// The number of bytes `count` characters decode to; nil for a length no canonical encoding has.
@@ -61,12 +61,22 @@ public enum Base64URL {
         return count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
     }
 
-    /// Decodes `buffer` into `out`, which holds exactly ``decodedCount(_:)`` bytes; false when `buffer` is not
-    /// canonical unpadded base64url (`out` then holds garbage).
-    static func decode(_ buffer: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+    /// Why a segment did not decode.
+    enum Refusal {
+        /// A byte outside the base64url alphabet (whatever else is wrong with the segment).
+        case outsideAlphabet
+        /// Only the alphabet's bytes, but an impossible length or non-zero trailing bits.
+        case notCanonical
+    }
+
+    /// Decodes `buffer` into `out`, which holds exactly ``decodedCount(_:)`` bytes; nil when it did, else why
+    /// `buffer` is not canonical unpadded base64url (`out` then holds garbage). The cause costs nothing extra: the
+    /// loop collects both anyway, and a caller that knows the segment holds no dot can refuse a byte outside the
+    /// alphabet without scanning the token again.
+    static func decode(_ buffer: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Refusal? {
         let count = buffer.count
         let remainder = count % 4
-        guard let expected = decodedCount(count), out.count == expected else { return false }
+        guard let expected = decodedCount(count), out.count == expected else { return .notCanonical }
         var valid = true
         do {
             let table = decodeTable
@@ -108,9 +118,9 @@ public enum Base64URL {
                 position += 2
             }
             // Invalid characters map to 0xFF, so any of them sets the top bits.
-            if bad & 0xC0 != 0 { valid = false }
+            if bad & 0xC0 != 0 { return .outsideAlphabet }
         }
-        return valid
+        return valid ? nil : .notCanonical
     }
 
     public static func encode(_ bytes: some Collection<UInt8>) -> String {

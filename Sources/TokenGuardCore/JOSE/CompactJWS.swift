@@ -23,7 +23,10 @@ public struct CompactJWS: Sendable {
             throw VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maxBytes)")
         }
         var inAlphabet = 0
-        if let jws = try parseCommonCase(token, knownHeaders: knownHeaders, inAlphabet: &inAlphabet) { return jws }
+        var outsideAlphabet = false
+        if let jws = try parseCommonCase(token, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet) {
+            return jws
+        }
         return try parseExactly(token)
     }
 
@@ -34,21 +37,32 @@ public struct CompactJWS: Sendable {
     /// between them holds no dot (a dot is outside the alphabet), so the token has exactly three segments and the
     /// signature is never scanned twice. Decoding admits only the alphabet, so such a token passes the alphabet check.
     ///
-    /// - Parameter inAlphabet: on nil, how many leading bytes are known to be in the compact JWS alphabet (the
-    ///   segments that decoded, and their dots), so that a caller looking for a byte outside it can start there.
+    /// The signature is decoded before the payload: a token refused for its last bytes (a truncated or altered
+    /// signature) is then refused without decoding the kilobyte before them. The order changes no answer: on nil the
+    /// caller decides with the exact parse, which meets the segments in the reader's order.
+    ///
+    /// - Parameters:
+    ///   - inAlphabet: on nil, how many leading bytes are known to be in the compact JWS alphabet (the header when it
+    ///     decoded, and its dot), so that a caller looking for a byte outside it can start there.
+    ///   - outsideAlphabet: on nil, true when the header or the signature holds a byte outside the base64url alphabet.
+    ///     Neither segment can hold a dot, so that byte is outside the compact JWS alphabet too.
     static func parseCommonCase(
-        _ token: [UInt8], knownHeaders: VerifiedHeaders?, inAlphabet: inout Int
+        _ token: [UInt8], knownHeaders: VerifiedHeaders?, inAlphabet: inout Int, outsideAlphabet: inout Bool
     ) throws(VerificationError) -> CompactJWS? {
         inAlphabet = 0
+        outsideAlphabet = false
         let (first, last) = token.withUnsafeBufferPointer { bytes in (Self.dot(in: bytes, from: 0), Self.lastDot(in: bytes)) }
         guard let first, let last, first > 0, last > first else { return nil }
         let header = knownHeaders.flatMap { known in
             token.withUnsafeBufferPointer { known.header(encoded: UnsafeBufferPointer(rebasing: $0[..<first])) }
         }
-        let (decoded, refused) = decode(token, firstDot: first, secondDot: last, withoutHeader: header != nil)
+        let (decoded, refused, cause) = decode(token, firstDot: first, secondDot: last, withoutHeader: header != nil, signatureFirst: true)
         guard let decoded else {
-            // The segments before the refused one decoded (a known header did before), so they are in the alphabet.
-            inAlphabet = refused == 0 ? 0 : refused == 1 ? first + 1 : last + 1
+            // The header decoded (or was known) unless it was the one refused: it and its dot are in the alphabet. A
+            // signature of impossible length is refused after the payload decoded (a length stops the decoding in the
+            // reader's order), so the payload and its dot are too.
+            inAlphabet = refused == 0 ? 0 : refused == 2 && cause == nil ? last + 1 : first + 1
+            outsideAlphabet = refused != 1 && cause == .outsideAlphabet
             return nil
         }
         if let header { return assemble(token, firstDot: first, secondDot: last, decoded, knownHeader: header) }
@@ -71,7 +85,7 @@ public struct CompactJWS: Sendable {
         guard firstDot > 0 else { throw VerificationError(.malformedToken, "the header segment is empty") }
         // An empty signature segment is left to the algorithm check (alg none → unsupported_algorithm) and then to
         // the signature check (invalid_signature), which give the clearer answer.
-        let (decoded, refused) = decode(token, firstDot: firstDot, secondDot: secondDot)
+        let (decoded, refused, _) = decode(token, firstDot: firstDot, secondDot: secondDot)
         guard let decoded else {
             switch refused {
             case 0: throw VerificationError(.malformedToken, "the header is not canonical unpadded base64url")
@@ -82,48 +96,54 @@ public struct CompactJWS: Sendable {
         return try assemble(token, firstDot: firstDot, secondDot: secondDot, decoded)
     }
 
-    /// The three segments decoded into one buffer, with each one's size; or nil and the index of the first segment
-    /// (in order, as one by one) that has an impossible length or a byte outside the alphabet. `withoutHeader`: the
-    /// header segment is left out (taken as empty), its header being known already.
+    /// The three segments decoded into one buffer, with each one's size; or nil, the index of the first segment
+    /// (in order, as one by one) that has an impossible length or a byte outside the alphabet, and why it was refused
+    /// (nil for an impossible length). `withoutHeader`: the header segment is left out (taken as empty), its header
+    /// being known already. `signatureFirst`: the segments are decoded header, signature, payload (the index is then
+    /// the first refused in that order); a length is still judged in the reader's order, before any decoding.
     ///
     /// The segments' ranges and sizes are tuples, not arrays: this runs for every token, and an array would be two
     /// heap allocations per token for three numbers each.
     private static func decode(
-        _ token: [UInt8], firstDot: Int, secondDot: Int, withoutHeader: Bool = false
-    ) -> (decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)?, refused: Int) {
+        _ token: [UInt8], firstDot: Int, secondDot: Int, withoutHeader: Bool = false, signatureFirst: Bool = false
+    ) -> (decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)?, refused: Int, cause: Base64URL.Refusal?) {
         let segments = (withoutHeader ? 0..<0 : 0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count)
         @inline(__always) func segment(_ index: Int) -> Range<Int> {
             index == 0 ? segments.0 : index == 1 ? segments.1 : segments.2
         }
         // The first segment with an impossible length stops the decoding there (3: none has one).
-        guard let headerSize = Base64URL.decodedCount(segments.0.count) else { return (nil, 0) }
+        guard let headerSize = Base64URL.decodedCount(segments.0.count) else { return (nil, 0, nil) }
         let payloadSize = Base64URL.decodedCount(segments.1.count)
         let signatureSize = payloadSize == nil ? nil : Base64URL.decodedCount(segments.2.count)
         let sizes = (headerSize, payloadSize ?? 0, signatureSize ?? 0)
         let badLength = payloadSize == nil ? 1 : signatureSize == nil ? 2 : 3
         @inline(__always) func size(_ index: Int) -> Int { index == 0 ? sizes.0 : index == 1 ? sizes.1 : sizes.2 }
         var refused = badLength < 3 ? badLength : -1
+        var cause: Base64URL.Refusal? = nil
         // Nothing to decode: an empty array as it is. Made with `unsafeUninitializedCapacity: 0`, it would set the
         // count of the one empty-array storage every thread shares (a write ThreadSanitizer reports as a race).
-        if sizes.0 + sizes.1 + sizes.2 == 0 { return refused >= 0 ? (nil, refused) : (([], 0, 0), -1) }
+        if sizes.0 + sizes.1 + sizes.2 == 0 { return refused >= 0 ? (nil, refused, nil) : (([], 0, 0), -1, nil) }
         let decoded = [UInt8](unsafeUninitializedCapacity: sizes.0 + sizes.1 + sizes.2) { out, initialized in
             token.withUnsafeBufferPointer { bytes in
-                var offset = 0
-                for index in 0..<badLength {
+                // Where each segment's bytes go in `out`: header, payload, signature, whatever the order of decoding.
+                let offsets = (0, sizes.0, sizes.0 + sizes.1)
+                for step in 0..<badLength {
+                    let index = signatureFirst && badLength == 3 ? (step == 0 ? 0 : step == 1 ? 2 : 1) : step
+                    let offset = index == 0 ? offsets.0 : index == 1 ? offsets.1 : offsets.2
                     let input = UnsafeBufferPointer(rebasing: bytes[segment(index)])
                     let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + size(index))])
-                    if !Base64URL.decode(input, into: output) {
+                    if let refusal = Base64URL.decode(input, into: output) {
                         refused = index
+                        cause = refusal
                         break
                     }
-                    offset += size(index)
                 }
             }
             // Every byte is written when all three decode; a refused buffer is zeroed, then dropped unread.
             if refused >= 0 { out.initialize(repeating: 0) }
             initialized = out.count
         }
-        return refused >= 0 ? (nil, refused) : ((decoded, sizes.0, sizes.1), -1)
+        return refused >= 0 ? (nil, refused, cause) : ((decoded, sizes.0, sizes.1), -1, nil)
     }
 
     private static func assemble(

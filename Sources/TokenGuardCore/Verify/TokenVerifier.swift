@@ -78,10 +78,16 @@ public final class TokenVerifier: Sendable {
         }
         let bytes = Array(token.utf8)
         var inAlphabet = 0
-        if let jws = try CompactJWS.parseCommonCase(bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet) { return jws }
+        var outsideAlphabet = false
+        if let jws = try CompactJWS.parseCommonCase(bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet) {
+            return jws
+        }
         // A byte outside the alphabet is the refusal whatever else is wrong, so it is looked for before the exact parse
-        // words a structural one (a malformed token is decoded once, not twice), from where the decoding stopped.
-        let admitted = bytes.withUnsafeBufferPointer { CompactJWSAlphabet.admits(buffer: UnsafeBufferPointer(rebasing: $0[inAlphabet...])) }
+        // words a structural one (a malformed token is decoded once, not twice), from where the decoding stopped;
+        // not at all when the decoding met one (an altered signature is refused without another pass).
+        let admitted =
+            !outsideAlphabet
+            && bytes.withUnsafeBufferPointer { CompactJWSAlphabet.admits(buffer: UnsafeBufferPointer(rebasing: $0[inAlphabet...])) }
         guard admitted else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
         return try CompactJWS.parseExactly(bytes)
     }
