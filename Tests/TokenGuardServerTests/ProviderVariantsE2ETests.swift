@@ -74,6 +74,14 @@ struct ProviderVariantsE2ETests {
             try await server.post("/v1/verify", "{\"provider\":\"facebook_limited\",\"token\":\"EAABwzLixnjYBAtoken123\"}"))
         #expect(wrongForLimited["error"]?.objectValue?["code"] == .string("malformed_token"))
         #expect(wrongForLimited["error"]?.objectValue?["message"]?.stringValue?.contains("facebook_classic") == true)
+        // The routing hint is for a well-formed token of the other kind: an oversized one, or one with a byte outside the
+        // alphabet, gets the refusal any JWS provider gives it (red team: the hint came first).
+        let oversized = try object(
+            try await server.post("/v1/verify", "{\"provider\":\"facebook_limited\",\"token\":\"\(String(repeating: "A", count: 17_000))\"}"))
+        #expect(oversized["error"]?.objectValue?["code"] == .string("token_too_large"))
+        let outside = try object(try await server.post("/v1/verify", "{\"provider\":\"facebook_limited\",\"token\":\"EAABwz!token.x\"}"))
+        #expect(outside["error"]?.objectValue?["code"] == .string("malformed_token"))
+        #expect(outside["error"]?.objectValue?["message"]?.stringValue?.contains("outside the base64url alphabet") == true)
         let wrongForClassic = try object(try await server.post("/v1/verify", "{\"provider\":\"facebook_classic\",\"token\":\"\(limited)\"}"))
         #expect(wrongForClassic["error"]?.objectValue?["code"] == .string("malformed_token"))
         #expect(wrongForClassic["error"]?.objectValue?["message"]?.stringValue?.contains("facebook_limited") == true)

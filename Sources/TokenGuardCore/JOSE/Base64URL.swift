@@ -65,7 +65,8 @@ public enum Base64URL {
     enum Refusal {
         /// A byte outside the base64url alphabet (whatever else is wrong with the segment).
         case outsideAlphabet
-        /// Only the alphabet's bytes, but an impossible length or non-zero trailing bits.
+        /// An impossible length (whatever bytes the segment holds: the length is judged first), or only the alphabet's
+        /// bytes with non-zero trailing bits.
         case notCanonical
     }
 

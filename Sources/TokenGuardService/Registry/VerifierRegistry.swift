@@ -223,7 +223,13 @@ package struct VerifierRegistry: Sendable {
         let kind = kinds[provider]
         // Only the Facebook kinds route by shape; the others do not pay for the scan.
         var looksLikeJWS: Bool { token.utf8.count { $0 == UInt8(ascii: ".") } == 2 }
-        if kind == .facebookLimited && !looksLikeJWS && !token.isEmpty {
+        // A token over the size limit or with a byte outside the alphabet gets that refusal from the verifier, as from
+        // any JWS provider: the routing hint is for a well-formed classic token sent to the wrong kind.
+        var refusedByShapeAlone: Bool {
+            guard let limit = verifiers[provider]?.policy.maxTokenBytes, token.utf8.count <= limit else { return false }
+            return CompactJWSAlphabet.admits(token)
+        }
+        if kind == .facebookLimited && !looksLikeJWS && !token.isEmpty && refusedByShapeAlone {
             return (
                 .failure(
                     VerificationError(
