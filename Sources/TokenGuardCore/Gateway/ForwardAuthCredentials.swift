@@ -60,7 +60,11 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
             guard !bytes.isEmpty else { return .failure(VerificationError(.malformedToken, "\(header) is empty")) }
             return .success(value)
         }
-        guard bytes.count <= maxTokenBytes + 7 else { return .failure(tooLarge(bytes.count, maxTokenBytes)) }
+        guard bytes.count <= maxTokenBytes + 7 else {
+            return .failure(
+                VerificationError(.tokenTooLarge, "the Authorization header is \(bytes.count) bytes: its token is over the limit of \(maxTokenBytes)")
+            )
+        }
         let scheme = bytes.prefix(6)
         guard scheme.count == 6, ASCII.equalIgnoringCase(String(decoding: scheme, as: UTF8.self), "bearer"),
             bytes.dropFirst(6).first == UInt8(ascii: " ")
@@ -92,6 +96,6 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
     }
 
     static func tooLarge(_ count: Int, _ maximum: Int) -> VerificationError {
-        VerificationError(.tokenTooLarge, "the token header is \(count) bytes; tokens are at most \(maximum) bytes")
+        VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(maximum)")
     }
 }

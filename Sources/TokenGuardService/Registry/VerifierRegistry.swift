@@ -221,33 +221,13 @@ package struct VerifierRegistry: Sendable {
     ) async -> (result: VerificationResult, explanation: Explanation?) {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
         let kind = kinds[provider]
-        // Only the Facebook kinds route by shape; the others do not pay for the scan.
-        var looksLikeJWS: Bool { token.utf8.count { $0 == UInt8(ascii: ".") } == 2 }
-        // A token over the size limit or with a byte outside the alphabet gets that refusal from the verifier, as from
-        // any JWS provider: the routing hint is for a well-formed classic token sent to the wrong kind.
-        var refusedByShapeAlone: Bool {
-            guard let limit = verifiers[provider]?.policy.maxTokenBytes, token.utf8.count <= limit else { return false }
-            return CompactJWSAlphabet.admits(token)
-        }
-        if kind == .facebookLimited && !looksLikeJWS && !token.isEmpty && refusedByShapeAlone {
-            return (
-                .failure(
-                    VerificationError(
-                        .malformedToken, "not a Limited Login token (a JWS): a classic access token goes to a facebook or facebook_classic provider")),
-                nil
-            )
-        }
-        if kind == .facebookClassic && looksLikeJWS {
-            return (
-                .failure(
-                    VerificationError(
-                        .malformedToken, "a JWS is not a classic access token: a Limited Login token goes to a facebook or facebook_limited provider")
-                ),
-                nil
-            )
+        // Every kind refuses by size and alphabet before anything is routed by shape: the limit is the configuration's
+        // for every token (classic ones too), and a routing hint is only ever given to a well-formed token.
+        if let refusal = Self.refusalBeforeRouting(token, kind: kind, maxTokenBytes: maxTokenBytes) {
+            return (.failure(refusal), explain ? Self.structureExplanation(refusal) : nil)
         }
         if kind == .facebook {
-            if looksLikeJWS, let verifier = verifiers[provider] {
+            if token.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2, let verifier = verifiers[provider] {
                 let (result, explanation) = await verifyJWS(
                     verifier, provider: provider, token: token, nonce: nonce, at: at, explain: explain, claimReplay: claimReplay)
                 return (Self.withLogin("limited", result), explanation)
@@ -274,6 +254,33 @@ package struct VerifierRegistry: Sendable {
             verdict.extra.set("login", .string(login))
             return verdict
         }
+    }
+
+    /// The refusal every provider kind gives before routing: a token over `max_token_bytes` is `token_too_large`
+    /// whatever its kind. The Facebook kinds route by the token's shape (two dots: a Limited Login JWS; none: a classic
+    /// access token), so for them the alphabet both forms share is checked first, and a well-formed token of the other
+    /// form gets the routing hint. Other kinds check their own alphabet in their verifier.
+    static func refusalBeforeRouting(_ token: String, kind: ProviderKind?, maxTokenBytes: Int) -> VerificationError? {
+        let count = token.utf8.count
+        guard count <= maxTokenBytes else { return VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(maxTokenBytes)") }
+        guard kind == .facebook || kind == .facebookLimited || kind == .facebookClassic else { return nil }
+        guard !token.isEmpty else { return VerificationError(.malformedToken, "the token is empty") }
+        guard CompactJWSAlphabet.admits(token) else { return VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
+        let looksLikeJWS = token.utf8.count { $0 == UInt8(ascii: ".") } == 2
+        if kind == .facebookLimited && !looksLikeJWS {
+            return VerificationError(
+                .malformedToken, "not a Limited Login token (a JWS): a classic access token goes to a facebook or facebook_classic provider")
+        }
+        if kind == .facebookClassic && looksLikeJWS {
+            return VerificationError(
+                .malformedToken, "a JWS is not a classic access token: a Limited Login token goes to a facebook or facebook_limited provider")
+        }
+        return nil
+    }
+
+    /// The explanation of a token refused before any verifier saw it.
+    static func structureExplanation(_ refusal: VerificationError) -> Explanation {
+        Explanation(checks: [Explanation.Check(name: "structure", ok: false, detail: refusal.description)])
     }
 
     private func verifyJWS(
