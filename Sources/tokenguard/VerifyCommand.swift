@@ -38,11 +38,18 @@ struct VerifyCommand: AsyncParsableCommand {
         }
         guard !tokenText.isEmpty else { throw ValidationError("--token is empty") }
         if nonce?.isEmpty == true { throw ValidationError("--nonce is empty: a raw nonce is never empty") }
+        // Arguments and standard input arrive as text, each byte that was not UTF-8 replaced by U+FFFD: a nonce that
+        // was is not the one the app hashed, and such a token is refused for that byte, not for a size it was not sent at.
+        if let nonce, LossyText.holdsReplacement(nonce.utf8) { throw ValidationError("--nonce holds a byte that is not UTF-8 text") }
+        let repairedOverLimit = tokenText.utf8.count > registry.maxTokenBytes && LossyText.holdsReplacement(tokenText.utf8)
         let (providerName, nonceText, at, explainFlag) = (provider, nonce, options.at, explain)
         let finalToken = tokenText
         // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
         await registry.prepare(provider: providerName)
-        let (result, explanation) = await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
+        let (result, explanation) =
+            repairedOverLimit && registry.configuredName(providerName) != nil
+            ? (.failure(VerificationError(.malformedToken, CompactJWSAlphabet.refusal)), nil)
+            : await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
         var output = result.json(provider: provider)
         if let explanation { output.set("checks", explanation.json) }
         try Stdout.answer(JSONWriter.string(.object(output)))

@@ -47,6 +47,13 @@ struct CLITests {
 
         let fromStdin = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-", "--nonce", nonce], stdin: token + "\n")
         #expect(fromStdin.status == 0)
+        // Arguments and standard input arrive as text, a byte that was not UTF-8 as U+FFFD (three bytes): such a token
+        // is refused for that byte, not for a size it was not sent at, and such a nonce is not the app's (red team).
+        let repaired = String(repeating: "a", count: ProviderPolicy.defaultMaxTokenBytes - 1) + "\u{FFFD}"
+        let repairedAnswer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-"], stdin: repaired)
+        #expect(repairedAnswer.status == 1)
+        #expect(try json(repairedAnswer.stdout)["error"]?.objectValue?["code"] == .string("malformed_token"), "\(repairedAnswer.stdout)")
+        #expect(try await BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", "n\u{FFFD}"]).status == 2)
 
         let unavailable = try await BinaryRunner.run(base + ["--provider", "live", "--token", token, "--nonce", nonce])
         #expect(unavailable.status == 3)

@@ -32,13 +32,31 @@ struct ForwardAuthTests {
         #expect(try read([("authorization", "Bearer \(token) ")]).get().token == "\(token) ")
     }
 
-    @Test("an Authorization header over max_token_bytes + 7 is token_too_large; exactly at the limit is read")
+    @Test("a bearer token over max_token_bytes is token_too_large, counted after Bearer and its spaces; at the limit it is read")
     func bearerLimit() throws {
         let atLimit = String(repeating: "a", count: 100)
         #expect(try read([("Authorization", "Bearer \(atLimit)")]).get().token == atLimit)
         #expect(code(read([("Authorization", "Bearer \(atLimit)a")])) == "token_too_large")
-        #expect(code(read([("Authorization", "Bearer  \(atLimit)")])) == "token_too_large")
-        #expect(code(read([("Authorization", String(repeating: "x", count: 1 << 20))])) == "token_too_large")
+        // Red team: the header's length was judged, so two spaces before a token at the limit refused it, and a long
+        // value of another scheme was called too large where it is simply not a bearer token.
+        #expect(try read([("Authorization", "Bearer  \(atLimit)")]).get().token == atLimit)
+        #expect(code(read([("Authorization", "Basic " + String(repeating: "x", count: 1 << 20))])) == "malformed_token")
+        guard case .failure(let error) = read([("Authorization", "Bearer " + String(repeating: "x", count: 1 << 20))]) else {
+            Issue.record("a 1 MiB bearer token was read")
+            return
+        }
+        #expect(error.code == .tokenTooLarge)
+        #expect(error.message == "token is \(1 << 20) bytes; the limit is 100")
+        // Header values arrive as text, each byte that was not UTF-8 as U+FFFD (three bytes never sent): such a token is
+        // refused for that byte, and such a nonce is not the app's (red team: 99 bytes and \xff were "over 100").
+        let repaired = String(repeating: "a", count: 99) + "\u{FFFD}"
+        guard case .failure(let lossy) = read([("Authorization", "Bearer \(repaired)")]) else {
+            Issue.record("a repaired token over the limit was read")
+            return
+        }
+        #expect(lossy.code == .malformedToken && lossy.message == CompactJWSAlphabet.refusal)
+        #expect(code(read([("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", "n\u{FFFD}")])) == "malformed_token")
+        #expect(try read([("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", "n-\u{E9}")]).get().nonce == "n-\u{E9}")
     }
 
     @Test("two Authorization headers, two token cookies or two nonce headers are refused, never first-wins")
@@ -62,6 +80,9 @@ struct ForwardAuthTests {
         #expect(code(read([("Cookie", "xid_token=\(token); id_token_x=1")], policy: cookie)) == "token_missing")
         #expect(code(read([("Cookie", "id_token=")], policy: cookie)) == "malformed_token")
         #expect(code(read([("Cookie", "id_token=" + String(repeating: "a", count: 101))], policy: cookie)) == "token_too_large")
+        // Blanks around the value are not part of it, before it as after it (red team: a leading one was counted).
+        #expect(try read([("Cookie", "id_token= \(token)\t")], policy: cookie).get().token == token)
+        #expect(try read([("Cookie", "id_token= " + String(repeating: "a", count: 100))], policy: cookie).get().token.utf8.count == 100)
         let both = ForwardAuthPolicy(tokenHeader: "authorization", tokenCookie: "id_token")
         #expect(try read([("Cookie", "id_token=cookie.token.x"), ("Authorization", "Bearer \(token)")], policy: both).get().token == token)
         #expect(try read([("Cookie", "id_token=\(token)")], policy: both).get().token == token)

@@ -43,13 +43,25 @@ struct ResponseHeaderReaderTests {
         }
     }
 
-    @Test("no block wipes another: interim, odd status lines and trailers all add to the headers (red team)")
+    @Test("no block wipes another: an interim block's Cache-Control adds to the final one's (red team)")
     func blocksAccumulate() {
-        // An odd status line once read as interim let a trailer's status-like line wipe a no-store.
-        for status in ["HTTP/ 1.1 200 OK", "HTTP/1. 1 200 OK", "HTTP/1.1 100 Continue", "HTTP/1.1 200 OK"] {
-            let lines = [status + "\r\n", "Cache-Control: no-store\r\n", "\r\n", "HTTP/1.1 200 OK\r\n", "Cache-Control: max-age=90000\r\n", "\r\n"]
-            #expect(Self.values("cache-control", lines) == ["no-store", "max-age=90000"], "\(status)")
+        for interim in ["HTTP/1.1 100 Continue", "HTTP/1.1 103 Early Hints", "HTTP/2 103", "HTTP/1.1 101"] {
+            let lines = [interim + "\r\n", "Cache-Control: no-store\r\n", "\r\n", "HTTP/1.1 200 OK\r\n", "Cache-Control: max-age=90000\r\n", "\r\n"]
+            #expect(Self.values("cache-control", lines) == ["no-store", "max-age=90000"], "\(interim)")
         }
+    }
+
+    @Test("after a final status line (or one not read as 1xx) another status line is malformed: a trailer posing as one (red team)")
+    func noStatusAfterFinal() {
+        // An odd status line once read as interim let a trailer's status-like line wipe a no-store; a trailer
+        // `HTTP/…` line wiped the final block's Retry-After.
+        for status in ["HTTP/ 1.1 100 Continue", "HTTP/1.1 1000", "HTTP/1.1  100", "HTTP/1.1 10x", "HTTP/1.1 200 OK", "HTTP/2 429", "HTTP/1.1 199x"] {
+            let lines = [status + "\r\n", "Retry-After: 5\r\n", "Cache-Control: no-store\r\n", "\r\n", "HTTP/1.1 200 OK\r\n", "\r\n"]
+            #expect(Self.refusal(lines) == .malformedLine, "\(status)")
+        }
+        let trailer = ["HTTP/1.1 429 Too Many\r\n", "Retry-After: 5\r\n", "\r\n", "HTTP/1.1 200\r\n"]
+        #expect(Self.refusal(trailer) == .malformedLine)
+        #expect(Self.values("retry-after", Array(trailer.dropLast()) + ["X-Trailer: t\r\n"]) == ["5"])
     }
 
     @Test("other headers come from the last block and its trailers: an interim block's Retry-After is dropped (red team)")

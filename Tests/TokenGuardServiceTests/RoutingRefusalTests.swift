@@ -84,5 +84,18 @@ struct RoutingRefusalTests {
         let explained = await registry.verify(provider: "facebook_classic", token: "a.b.c", nonce: nil, at: nil, explain: true)
         #expect(explained.explanation?.checks.map(\.name) == ["structure"])
         #expect(explained.explanation?.checks.first?.ok == false)
+        // A refusal a JWS verifier would give is its own, with every check explained, as for a JWS-only provider
+        // (red team: an oversized token explained one check where the verifier lists them all).
+        let oversized = String(repeating: "A", count: Self.limit + 1)
+        for provider in ["apple", "facebook_limited", "facebook", "fb_limited_only"] {
+            let answer = await registry.verify(provider: provider, token: oversized, nonce: nil, at: nil, explain: true)
+            #expect(answer.result.code == .tokenTooLarge, "\(provider)")
+            let checks = answer.explanation?.checks ?? []
+            #expect(checks.count > 10 && checks.first?.name == "structure" && checks.first?.ok == false, "\(provider): \(checks.map(\.name))")
+        }
+        let opaque = await registry.verify(provider: "github", token: oversized, nonce: nil, at: nil, explain: true)
+        #expect(opaque.result.code == .tokenTooLarge && opaque.explanation?.checks.map(\.name) == ["structure"])
+        let secretless = await registry.verify(provider: "fb_limited_only", token: "EAABwz", nonce: nil, at: nil, explain: true)
+        #expect(secretless.result.code == .invalidRequest && secretless.explanation?.checks.map(\.name) == ["provider"])
     }
 }

@@ -11,8 +11,8 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
     }
 
     /// Reads the credentials from `headers` (names in any case, values as received).
-    /// - Parameter maxTokenBytes: the provider's token limit; an `Authorization` value longer than it plus
-    ///   `Bearer ` is `token_too_large` without looking further.
+    /// - Parameter maxTokenBytes: the token limit; a token over it is `token_too_large`, counted as the bytes that
+    ///   follow `Bearer ` and its spaces (the whole value of another header, a cookie's value without its blanks).
     public static func read(
         _ headers: [(name: String, value: String)], policy: ForwardAuthPolicy, maxTokenBytes: Int
     ) -> Result<ForwardAuthCredentials, VerificationError> {
@@ -23,6 +23,10 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
         if let value = nonces.first, !value.isEmpty {
             guard value.utf8.count <= TokenVerifier.maximumNonceBytes else {
                 return .failure(VerificationError(.malformedToken, "\(policy.nonceHeader) is longer than \(TokenVerifier.maximumNonceBytes) bytes"))
+            }
+            // Nonces are bytes: one the HTTP layer had to repair is not the nonce the app sent.
+            guard !LossyText.holdsReplacement(value.utf8) else {
+                return .failure(VerificationError(.malformedToken, "\(policy.nonceHeader) holds a byte that is not UTF-8 text"))
             }
             nonce = value
         }
@@ -56,14 +60,9 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
     static func token(fromHeader header: String, _ value: String, maxTokenBytes: Int) -> Result<String, VerificationError> {
         let bytes = value.utf8
         guard header == "authorization" else {
-            guard bytes.count <= maxTokenBytes else { return .failure(tooLarge(bytes.count, maxTokenBytes)) }
+            guard bytes.count <= maxTokenBytes else { return .failure(tooLarge(bytes, maxTokenBytes)) }
             guard !bytes.isEmpty else { return .failure(VerificationError(.malformedToken, "\(header) is empty")) }
             return .success(value)
-        }
-        guard bytes.count <= maxTokenBytes + 7 else {
-            return .failure(
-                VerificationError(.tokenTooLarge, "the Authorization header is \(bytes.count) bytes: its token is over the limit of \(maxTokenBytes)")
-            )
         }
         let scheme = bytes.prefix(6)
         guard scheme.count == 6, ASCII.equalIgnoringCase(String(decoding: scheme, as: UTF8.self), "bearer"),
@@ -71,6 +70,7 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
         else { return .failure(VerificationError(.malformedToken, "Authorization must be \"Bearer <token>\"")) }
         let token = bytes.dropFirst(6).drop { $0 == UInt8(ascii: " ") }
         guard !token.isEmpty else { return .failure(VerificationError(.malformedToken, "Authorization: Bearer carries no token")) }
+        guard token.count <= maxTokenBytes else { return .failure(tooLarge(token, maxTokenBytes)) }
         return .success(String(decoding: token, as: UTF8.self))
     }
 
@@ -86,16 +86,20 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
         }
         guard let raw = found.first else { return .success(nil) }
         guard found.count == 1 else { return .failure(VerificationError(.malformedToken, "the request has \(found.count) \(name) cookies")) }
-        var value = Array(raw)
+        var value = Array(raw.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") })
         while let last = value.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { value.removeLast() }
         // RFC 6265 allows the value in double quotes.
         if value.count >= 2, value.first == UInt8(ascii: "\""), value.last == UInt8(ascii: "\"") { value = Array(value.dropFirst().dropLast()) }
-        guard value.count <= maxTokenBytes else { return .failure(tooLarge(value.count, maxTokenBytes)) }
+        guard value.count <= maxTokenBytes else { return .failure(tooLarge(value, maxTokenBytes)) }
         guard !value.isEmpty else { return .failure(VerificationError(.malformedToken, "cookie \(name) is empty")) }
         return .success(String(decoding: value, as: UTF8.self))
     }
 
-    static func tooLarge(_ count: Int, _ maximum: Int) -> VerificationError {
-        VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(maximum)")
+    /// Over the limit as counted here. Header values reach us as text, each byte that was not UTF-8 replaced by
+    /// U+FFFD (three bytes): a token holding one is refused for that byte, since what it counted is not what was sent.
+    static func tooLarge(_ token: some Collection<UInt8>, _ maximum: Int) -> VerificationError {
+        if LossyText.holdsReplacement(token) { return VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
+        return VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maximum)")
     }
+
 }

@@ -178,3 +178,22 @@ public enum ASCII {
             }
     }
 }
+
+/// Text that reached tokenguard through a lossy decoding (HTTP header values, command-line arguments, which arrive as
+/// Swift strings) has each byte that was not UTF-8 replaced by U+FFFD: three bytes that were never sent. A token or
+/// nonce holding one is not the bytes the client sent, so it is judged for that byte, never by a count or hash of it.
+public enum LossyText {
+    /// Whether the bytes hold U+FFFD (EF BF BD).
+    public static func holdsReplacement(_ bytes: some Collection<UInt8>) -> Bool {
+        var matched = 0
+        for byte in bytes {
+            switch (matched, byte) {
+            case (_, 0xEF): matched = 1
+            case (1, 0xBF): matched = 2
+            case (2, 0xBD): return true
+            default: matched = 0
+            }
+        }
+        return false
+    }
+}

@@ -10,6 +10,9 @@ import TokenGuardCore
 ///   most restrictive wins). Other headers (Retry-After, a rate limit's reset) come from the last block and its
 ///   trailers, as an interim block's must not set them (red team: `Retry-After: 1` in a `100` before a rate limit's
 ///   `403` had clients retry every second).
+/// - Only a `1xx` status line is interim. After any other (one that cannot be read as `HTTP/<version> 1xx` included),
+///   another status line can only be a trailer posing as one (tokenguard follows no redirects and hides a proxy's
+///   CONNECT reply), so the reply is malformed (red team: a trailer `HTTP/…` line wiped the final block's Retry-After).
 /// - Status and empty lines are not headers. A line starting with a space or tab continues the header
 ///   just before it (obsolete line folding, read as one space: RFC 9112 §5.2), and nothing if no header is just
 ///   before it.
@@ -29,6 +32,8 @@ package struct ResponseHeaderReader {
     package private(set) var headers: [(String, String)] = []
     /// A folded line may continue the last header only while no status or empty line came after it.
     private var lastHeaderOpen = false
+    /// A status line other than an interim `1xx` was read: no other may follow.
+    private var finalStatusRead = false
     package static let maximumHeaders = 200
 
     package init() {}
@@ -38,6 +43,8 @@ package struct ResponseHeaderReader {
         if line.last == 0x0A { line = line.dropLast() }
         if line.last == 0x0D { line = line.dropLast() }
         if line.starts(with: "HTTP/".utf8) {
+            guard !finalStatusRead else { return .failure(.malformedLine) }
+            finalStatusRead = !Self.isInterimStatus(line)
             headers.removeAll { $0.0 != "cache-control" }
             lastHeaderOpen = false
             return .success(())
@@ -57,6 +64,14 @@ package struct ResponseHeaderReader {
         headers.append((ASCII.lowercased(Self.text(name)), Self.text(Self.trimmed(line[line.index(after: colon)...]))))
         lastHeaderOpen = true
         return .success(())
+    }
+
+    /// `HTTP/<version> 1xx`: a version without blanks, one space, then a three-digit code starting with 1.
+    private static func isInterimStatus(_ line: ArraySlice<UInt8>) -> Bool {
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return false }
+        let code = line[line.index(after: space)...].prefix(4)
+        guard code.count >= 3, code.first == UInt8(ascii: "1"), code.prefix(3).allSatisfy({ (48...57).contains($0) }) else { return false }
+        return code.count == 3 || code.last == UInt8(ascii: " ")
     }
 
     private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }

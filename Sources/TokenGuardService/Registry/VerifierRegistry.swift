@@ -221,10 +221,21 @@ package struct VerifierRegistry: Sendable {
     ) async -> (result: VerificationResult, explanation: Explanation?) {
         guard let provider = configuredName(requested) else { return (.failure(Self.unknownProvider(requested)), nil) }
         let kind = kinds[provider]
-        // Every kind refuses by size and alphabet before anything is routed by shape: the limit is the configuration's
-        // for every token (classic ones too), and a routing hint is only ever given to a well-formed token.
-        if let refusal = Self.refusalBeforeRouting(token, kind: kind, maxTokenBytes: maxTokenBytes) {
+        // Before anything is routed by the token's shape, or asked of an upstream, the size limit (the configuration's,
+        // for every token) and, for the Facebook kinds, the alphabet both their forms share. A JWS verifier at hand
+        // words that refusal itself, with every check it would have run explained; the routing hint is only ever
+        // given to a well-formed token. JWS-only kinds are left to their verifier, which checks the same first.
+        let routesByShape = kind == .facebook || kind == .facebookLimited || kind == .facebookClassic
+        if routesByShape || verifiers[provider] == nil,
+            let refusal = Self.refusalBeforeRouting(token, maxTokenBytes: maxTokenBytes, checkAlphabet: routesByShape)
+        {
+            if let verifier = verifiers[provider] {
+                return await verifyJWS(verifier, provider: provider, token: token, nonce: nonce, at: at, explain: explain, claimReplay: claimReplay)
+            }
             return (.failure(refusal), explain ? Self.structureExplanation(refusal) : nil)
+        }
+        if routesByShape, let hint = Self.routingHint(token, kind: kind) {
+            return (.failure(hint), explain ? Self.structureExplanation(hint) : nil)
         }
         if kind == .facebook {
             if token.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2, let verifier = verifiers[provider] {
@@ -233,9 +244,9 @@ package struct VerifierRegistry: Sendable {
                 return (Self.withLogin("limited", result), explanation)
             }
             guard opaqueVerifiers[provider] != nil else {
-                return (
-                    .failure(VerificationError(.invalidRequest, "\(provider) takes classic access tokens only with app_secret_env configured")), nil
-                )
+                let refusal = VerificationError(.invalidRequest, "\(provider) takes classic access tokens only with app_secret_env configured")
+                let explanation = Explanation(checks: [Explanation.Check(name: "provider", ok: nil, detail: refusal.description)])
+                return (.failure(refusal), explain ? explanation : nil)
             }
             let (result, explanation) = await verifyOpaque(provider: provider, token: token, nonce: nonce, at: at, explain: explain)
             return (Self.withLogin("classic", result), explanation)
@@ -256,16 +267,21 @@ package struct VerifierRegistry: Sendable {
         }
     }
 
-    /// The refusal every provider kind gives before routing: a token over `max_token_bytes` is `token_too_large`
-    /// whatever its kind. The Facebook kinds route by the token's shape (two dots: a Limited Login JWS; none: a classic
-    /// access token), so for them the alphabet both forms share is checked first, and a well-formed token of the other
-    /// form gets the routing hint. Other kinds check their own alphabet in their verifier.
-    static func refusalBeforeRouting(_ token: String, kind: ProviderKind?, maxTokenBytes: Int) -> VerificationError? {
+    /// What is refused before routing or an upstream: a token over `max_token_bytes` (`token_too_large`, whatever
+    /// the provider's kind), and with `checkAlphabet` an empty token or a byte outside the alphabet of both Facebook
+    /// forms (`A-Z a-z 0-9 - _ .`). Opaque kinds check their own, narrower alphabet in their inspector.
+    static func refusalBeforeRouting(_ token: String, maxTokenBytes: Int, checkAlphabet: Bool) -> VerificationError? {
         let count = token.utf8.count
         guard count <= maxTokenBytes else { return VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(maxTokenBytes)") }
-        guard kind == .facebook || kind == .facebookLimited || kind == .facebookClassic else { return nil }
+        guard checkAlphabet else { return nil }
         guard !token.isEmpty else { return VerificationError(.malformedToken, "the token is empty") }
         guard CompactJWSAlphabet.admits(token) else { return VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
+        return nil
+    }
+
+    /// The Facebook kinds route by the token's shape (two dots: a Limited Login JWS; otherwise a classic access
+    /// token): a well-formed token of the form a single-kind provider does not take is told where it goes.
+    static func routingHint(_ token: String, kind: ProviderKind?) -> VerificationError? {
         let looksLikeJWS = token.utf8.count { $0 == UInt8(ascii: ".") } == 2
         if kind == .facebookLimited && !looksLikeJWS {
             return VerificationError(
