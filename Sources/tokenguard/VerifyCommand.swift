@@ -27,10 +27,17 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         let (_, registry) = try ConfigLoading.registry(path: options.config)
         var tokenText = token
+        // A refusal decided here, before the registry: it sees only what arrived as text.
+        var refusal: VerificationError? = nil
         if token == "-" {
-            let data = FileHandle.standardInput.readDataToEndOfFile()
+            // Read no more than a token at the limit and the blanks a shell may add could need, and one byte more.
+            let readLimit = registry.maxTokenBytes + 4096
+            let bytes = Array(try FileHandle.standardInput.read(upToCount: readLimit + 1) ?? Data())
+            if bytes.count > readLimit {
+                refusal = VerificationError(
+                    .tokenTooLarge, "standard input holds more than \(readLimit) bytes; the limit is \(registry.maxTokenBytes)")
+            }
             // Only the ASCII line end and blanks a shell adds are trimmed; any other byte stays and is judged.
-            let bytes = Array(data)
             let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
             let start = bytes.firstIndex { !isBlank($0) } ?? bytes.endIndex
             let end = (bytes.lastIndex { !isBlank($0) } ?? (start - 1)) + 1
@@ -41,15 +48,21 @@ struct VerifyCommand: AsyncParsableCommand {
         // Arguments and standard input arrive as text, each byte that was not UTF-8 replaced by U+FFFD: a nonce that
         // was is not the one the app hashed, and such a token is refused for that byte, not for a size it was not sent at.
         if let nonce, LossyText.holdsReplacement(nonce.utf8) { throw ValidationError("--nonce holds a byte that is not UTF-8 text") }
-        let repairedOverLimit = tokenText.utf8.count > registry.maxTokenBytes && LossyText.holdsReplacement(tokenText.utf8)
+        if refusal == nil, tokenText.utf8.count > registry.maxTokenBytes, LossyText.holdsReplacement(tokenText.utf8) {
+            refusal = VerificationError(.malformedToken, LossyText.tokenRefusal)
+        }
         let (providerName, nonceText, at, explainFlag) = (provider, nonce, options.at, explain)
         let finalToken = tokenText
-        // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
-        await registry.prepare(provider: providerName)
-        let (result, explanation) =
-            repairedOverLimit && registry.configuredName(providerName) != nil
-            ? (.failure(VerificationError(.malformedToken, CompactJWSAlphabet.refusal)), nil)
-            : await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
+        let result: VerificationResult
+        var explanation: Explanation? = nil
+        if let refusal, registry.configuredName(providerName) != nil {
+            result = .failure(refusal)
+            if explainFlag { explanation = Explanation(checks: [Explanation.Check(name: "structure", ok: false, detail: refusal.description)]) }
+        } else {
+            // A one-shot command fetches the provider's keys first (archived keys remain the fallback).
+            await registry.prepare(provider: providerName)
+            (result, explanation) = await registry.verify(provider: providerName, token: finalToken, nonce: nonceText, at: at, explain: explainFlag)
+        }
         var output = result.json(provider: provider)
         if let explanation { output.set("checks", explanation.json) }
         try Stdout.answer(JSONWriter.string(.object(output)))

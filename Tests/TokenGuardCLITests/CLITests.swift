@@ -54,6 +54,13 @@ struct CLITests {
         #expect(repairedAnswer.status == 1)
         #expect(try json(repairedAnswer.stdout)["error"]?.objectValue?["code"] == .string("malformed_token"), "\(repairedAnswer.stdout)")
         #expect(try await BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", "n\u{FFFD}"]).status == 2)
+        let explained = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-", "--explain"], stdin: repaired)
+        #expect(try json(explained.stdout)["checks"]?.arrayValue?.count == 1, "\(explained.stdout)")
+        // Standard input is read up to a bound (the limit and room for blanks), not to its end.
+        let flood = try await BinaryRunner.run(
+            base + ["--provider", "apple", "--token", "-"], stdin: String(repeating: "a", count: ProviderPolicy.defaultMaxTokenBytes + 5000))
+        #expect(flood.status == 1)
+        #expect(try json(flood.stdout)["error"]?.objectValue?["message"]?.stringValue?.contains("standard input") == true, "\(flood.stdout)")
 
         let unavailable = try await BinaryRunner.run(base + ["--provider", "live", "--token", token, "--nonce", nonce])
         #expect(unavailable.status == 3)

@@ -54,7 +54,7 @@ struct ForwardAuthTests {
             Issue.record("a repaired token over the limit was read")
             return
         }
-        #expect(lossy.code == .malformedToken && lossy.message == CompactJWSAlphabet.refusal)
+        #expect(lossy.code == .malformedToken && lossy.message == LossyText.tokenRefusal)
         #expect(code(read([("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", "n\u{FFFD}")])) == "malformed_token")
         #expect(try read([("Authorization", "Bearer \(token)"), ("X-Tokenguard-Nonce", "n-\u{E9}")]).get().nonce == "n-\u{E9}")
     }

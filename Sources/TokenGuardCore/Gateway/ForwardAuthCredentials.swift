@@ -98,7 +98,7 @@ public struct ForwardAuthCredentials: Sendable, Equatable {
     /// Over the limit as counted here. Header values reach us as text, each byte that was not UTF-8 replaced by
     /// U+FFFD (three bytes): a token holding one is refused for that byte, since what it counted is not what was sent.
     static func tooLarge(_ token: some Collection<UInt8>, _ maximum: Int) -> VerificationError {
-        if LossyText.holdsReplacement(token) { return VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
+        if LossyText.holdsReplacement(token) { return VerificationError(.malformedToken, LossyText.tokenRefusal) }
         return VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maximum)")
     }
 

@@ -183,6 +183,9 @@ public enum ASCII {
 /// Swift strings) has each byte that was not UTF-8 replaced by U+FFFD: three bytes that were never sent. A token or
 /// nonce holding one is not the bytes the client sent, so it is judged for that byte, never by a count or hash of it.
 public enum LossyText {
+    /// The refusal of a token that holds one, over the limit as counted: what was sent is not known, but not a token.
+    public static let tokenRefusal = "the token holds a byte that was not UTF-8 text (it arrived as U+FFFD): tokens are ASCII"
+
     /// Whether the bytes hold U+FFFD (EF BF BD).
     public static func holdsReplacement(_ bytes: some Collection<UInt8>) -> Bool {
         var matched = 0
