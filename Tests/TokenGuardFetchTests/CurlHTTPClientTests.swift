@@ -62,17 +62,30 @@ struct CurlHTTPClientTests {
         }
     }
 
-    @Test("header lines: one named HTTP/ wipes nothing, a folded line continues its header, a space before the colon is dropped")
+    @Test("header lines: a folded line continues its header, a space before the colon is dropped")
     func headerLines() async throws {
         let server = try FakeHTTPServer { _ in
             FakeHTTPServer.Response(headers: [
-                ("Cache-Control", "no-store"), ("HTTP/1.1 200 OK", "x"), ("X-Folded", "max-age=90000,\r\n no-store"), ("X-Spaced ", "private"),
+                ("Cache-Control", "no-store"), ("X-Folded", "max-age=90000,\r\n no-store"), ("X-Spaced ", "private"),
             ])
         }
         let response = try await Self.client().send(HTTPRequest(url: server.baseURL + "/"))
         #expect(response.header("cache-control") == "no-store")
         #expect(response.header("x-folded") == "max-age=90000, no-store")
         #expect(response.header("x-spaced") == "private")
+    }
+
+    @Test("a header line that reads as a status line after the final one makes the reply malformed: it wipes nothing")
+    func statusLineAmongHeaders() async throws {
+        let server = try FakeHTTPServer { _ in
+            FakeHTTPServer.Response(headers: [("Cache-Control", "no-store"), ("HTTP/1.1 200 OK", "x"), ("Retry-After", "5")])
+        }
+        do {
+            let response = try await Self.client().send(HTTPRequest(url: server.baseURL + "/"))
+            Issue.record("a reply with a second status line was read: \(response.status)")
+        } catch {
+            #expect(error.kind == .transport, "\(error)")
+        }
     }
 
     @Test("a reply whose first header line is folded is read, again and again, without harm to the process")
