@@ -25,8 +25,11 @@ struct ForwardAuthMiddleware<Context: RequestContext>: RouterMiddleware {
         let headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }
         var response = await check.answer(providerSegment: String(segment), headers: headers).response
         // A forwarded body is never read: the answer goes out at once, and asks the client to close the connection
-        // rather than send the rest (what arrives meanwhile is discarded, bounded by the idle timeout).
-        if request.headers[.transferEncoding] != nil || (request.headers[.contentLength].flatMap { Int($0) } ?? 0) > 0 {
+        // rather than send the rest (what arrives meanwhile is discarded, bounded by the idle timeout). A Content-Length
+        // that does not read as exactly 0 counts as a body.
+        let hasBody =
+            request.headers.contains(.transferEncoding) || (request.headers.contains(.contentLength) && request.headers.announcedContentLength != 0)
+        if hasBody {
             response.headers[.connection] = "close"
         }
         return request.method == .head ? Response(status: response.status, headers: response.headers, body: .init()) : response

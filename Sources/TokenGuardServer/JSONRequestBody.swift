@@ -26,14 +26,14 @@ enum JSONRequestBody {
     {
         // A body announced as too large is refused at once, before any of it is read: waiting for bytes that may never
         // come would hold the connection until the idle timeout and answer nothing.
-        let announced = request.headers[.contentLength].flatMap { Int($0) }
+        let announced = request.headers.announcedContentLength
         if let length = announced, length > limit {
             throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body of \(length) bytes is larger than \(limit) bytes")
         }
         // A client that asked to hear first whether its body is wanted (curl does for bodies over 1 MiB) would wait a
         // second for an answer before sending it anyway. It is wanted: say so. Before this point a body too large has
         // been refused instead, so that client never sends it.
-        if let expectation = request.headers[.expect], expectation.utf8.count == 12, expectation.lowercased() == "100-continue" {
+        if let expectation = request.headers.onlyValue(.expect), expectation.utf8.count == 12, expectation.lowercased() == "100-continue" {
             channel.writeAndFlush(HTTPResponsePart.head(HTTPResponse(status: .continue)), promise: nil)
         }
         do {

@@ -15,10 +15,12 @@ struct VerifyCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The provider's key in the config.")
     var provider: String
 
-    @Option(name: .long, help: "The token; '-' reads it from standard input (keeps it out of the process list).")
+    // Unconditional: the next argument is the value even when it starts with '-' (a token refused as what it is, a
+    // random nonce that happens to start with the base64url '-'), never taken for an option.
+    @Option(name: .long, parsing: .unconditional, help: "The token; '-' reads it from standard input (keeps it out of the process list).")
     var token: String
 
-    @Option(name: .long, help: "The raw nonce the app generated for this sign-in.")
+    @Option(name: .long, parsing: .unconditional, help: "The raw nonce the app generated for this sign-in.")
     var nonce: String?
 
     @Flag(name: .long, help: "Add every check with its outcome (\"checks\"), not only the first failure.")

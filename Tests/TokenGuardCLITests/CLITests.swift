@@ -47,6 +47,15 @@ struct CLITests {
 
         let fromStdin = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-", "--nonce", nonce], stdin: token + "\n")
         #expect(fromStdin.status == 0)
+        // A value starting with '-' is the value, not an option (red team): a junk token is refused as malformed (exit
+        // 1, not a usage error), and a nonce that starts with the base64url '-' is the app's nonce.
+        let dashToken = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-JMg.eyJhIjoxfQ.AAAA", "--nonce", nonce])
+        #expect(dashToken.status == 1, "\(dashToken.stderr)")
+        #expect(try json(dashToken.stdout)["error"]?.objectValue?["code"] == .string("malformed_token"), "\(dashToken.stdout)")
+        let dashNonce = "-nonce-from-a-random-generator"
+        let dashNonceToken = try key.sign(ProviderTokens.apple(now: now, rawNonce: dashNonce))
+        let dashNonceAnswer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", dashNonceToken, "--nonce", dashNonce])
+        #expect(dashNonceAnswer.status == 0, "\(dashNonceAnswer.stderr)")
         // Arguments and standard input arrive as text, a byte that was not UTF-8 as U+FFFD (three bytes): such a token
         // is refused for that byte, not for a size it was not sent at, and such a nonce is not the app's (red team).
         let repaired = String(repeating: "a", count: ProviderPolicy.defaultMaxTokenBytes - 1) + "\u{FFFD}"

@@ -1,5 +1,6 @@
 import Testing
-import TokenGuardCore
+
+@testable import TokenGuardCore
 
 struct JSONParserTests {
     func parse(_ text: String) -> JSONValue? { try? JSONParser.parse(Array(text.utf8)) }
@@ -93,6 +94,57 @@ struct Base64URLTests {
     @Test("non-canonical input is refused", arguments: ["Zg==", "Zg=", "Z", "Zh", "Zm9=", "Zm9v+", "Zm9v/", "Zm 9v", "Zm9v\n", "Zm9\u{0}", "Zé"])
     func refused(text: String) {
         #expect(Base64URL.decode(text) == nil, "\(text.debugDescription)")
+    }
+
+    /// A decoder written the plain way (bits into an accumulator), to hold the table decoder to.
+    static func referenceDecode(_ text: [UInt8]) -> [UInt8]? {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        guard text.count % 4 != 1 else { return nil }
+        var bits: UInt32 = 0
+        var held = 0
+        var out: [UInt8] = []
+        for byte in text {
+            guard let value = alphabet.firstIndex(of: byte) else { return nil }
+            bits = bits << 6 | UInt32(value)
+            held += 6
+            if held >= 8 {
+                held -= 8
+                out.append(UInt8(truncatingIfNeeded: bits >> UInt32(held)))
+                bits &= (1 << UInt32(held)) - 1
+            }
+        }
+        return bits == 0 ? out : nil  // leftover bits must be zero (canonical)
+    }
+
+    @Test("agrees with a plain decoder, and writes nothing past its output, for every length and a bad byte anywhere")
+    func differential() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        for length in 0...140 {
+            for _ in 0..<8 {
+                var text = (0..<length).map { _ in alphabet[Int.random(in: 0..<64, using: &generator)] }
+                // Mostly canonical endings (zero trailing bits), so the accepting path is tested at every length too.
+                if length % 4 > 1, Int.random(in: 0..<4, using: &generator) > 0, let last = alphabet.firstIndex(of: text[length - 1]) {
+                    text[length - 1] = alphabet[last & (length % 4 == 2 ? 0x30 : 0x3C)]
+                }
+                if !text.isEmpty, Bool.random(using: &generator) {
+                    // A byte outside the alphabet (or a dot, '=', '+', a high byte) at any position.
+                    text[Int.random(in: 0..<text.count, using: &generator)] = [0x2E, 0x3D, 0x2B, 0x2F, 0x00, 0x80, 0xFF, 0x20].randomElement(
+                        using: &generator)!
+                }
+                let expected = Self.referenceDecode(text)
+                #expect(Base64URL.decode(text) == expected, "\(String(decoding: text, as: UTF8.self))")
+                // Into a buffer of exactly the decoded size, followed by canaries that must survive.
+                guard let size = Base64URL.decodedCount(text.count) else { continue }
+                var out = [UInt8](repeating: 0xA5, count: size + 16)
+                let refusal = text.withUnsafeBufferPointer { input in
+                    out.withUnsafeMutableBufferPointer { Base64URL.decode(input, into: UnsafeMutableBufferPointer(rebasing: $0[..<size])) }
+                }
+                #expect((refusal == nil) == (expected != nil))
+                if let expected { #expect(Array(out[..<size]) == expected) }
+                #expect(out[size...].allSatisfy { $0 == 0xA5 }, "wrote past the output for length \(length)")
+            }
+        }
     }
 
     @Test("known vectors (RFC 4648 §10, url alphabet)")

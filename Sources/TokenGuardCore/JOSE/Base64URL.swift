@@ -88,6 +88,24 @@ public enum Base64URL {
             do {
                 let groups = groupTable
                 var invalid: UInt32 = 0
+                // Two groups at a time, their six bytes written with one 8-byte store whose last two bytes the next
+                // store overwrites: while a group remains after the pair, those two bytes are still inside `out`.
+                if let target = out.baseAddress {
+                    let raw = UnsafeMutableRawPointer(target)
+                    while index + 12 <= fullEnd {
+                        let first =
+                            groups[Int(buffer[index])] | groups[256 + Int(buffer[index + 1])] | groups[512 + Int(buffer[index + 2])]
+                            | groups[768 + Int(buffer[index + 3])]
+                        let second =
+                            groups[Int(buffer[index + 4])] | groups[256 + Int(buffer[index + 5])] | groups[512 + Int(buffer[index + 6])]
+                            | groups[768 + Int(buffer[index + 7])]
+                        invalid |= first | second
+                        let pair = UInt64(truncatingIfNeeded: first) << 40 | UInt64(truncatingIfNeeded: second) << 16
+                        raw.storeBytes(of: pair.bigEndian, toByteOffset: position, as: UInt64.self)
+                        index += 8
+                        position += 6
+                    }
+                }
                 while index < fullEnd {
                     let value =
                         groups[Int(buffer[index])] | groups[256 + Int(buffer[index + 1])] | groups[512 + Int(buffer[index + 2])]

@@ -1,0 +1,38 @@
+import HTTPTypes
+import Testing
+
+@testable import TokenGuardServer
+
+struct HeaderValuesTests {
+    @Test("the one value of a field; none when absent or repeated, as the joined value would read")
+    func onlyValue() {
+        var fields = HTTPFields()
+        #expect(fields.onlyValue(.contentLength) == nil)
+        #expect(fields.announcedContentLength == nil)
+        fields.append(HTTPField(name: .contentLength, value: "512"))
+        fields.append(HTTPField(name: .expect, value: "100-continue"))
+        #expect(fields.onlyValue(.contentLength) == "512")
+        #expect(fields.announcedContentLength == 512)
+        #expect(fields.onlyValue(.expect) == "100-continue")
+        // Two fields: never a length (their joined value "512, 512" is not a number either).
+        fields.append(HTTPField(name: .contentLength, value: "512"))
+        #expect(fields.onlyValue(.contentLength) == nil)
+        #expect(fields.announcedContentLength == nil)
+        #expect(fields[.contentLength].flatMap { Int($0) } == nil)
+        // Not a number, or a sign: no announced length.
+        for value in ["abc", "", "+-5", "0x10", "5 5", "99999999999999999999999"] {
+            var single = HTTPFields()
+            single.append(HTTPField(name: .contentLength, value: value))
+            #expect(single.announcedContentLength == nil, "\(value.debugDescription)")
+        }
+        // A field's value is kept without the blanks around it (as HTTP reads it), so " 5 " is 5, as before.
+        var padded = HTTPFields()
+        padded.append(HTTPField(name: .contentLength, value: " 5 "))
+        #expect(padded.announcedContentLength == 5)
+        #expect(padded.announcedContentLength == padded[.contentLength].flatMap { Int($0) })
+        // Names compare without regard to case, as HTTPFields does.
+        var mixed = HTTPFields()
+        mixed.append(HTTPField(name: HTTPField.Name("CONTENT-LENGTH")!, value: "7"))
+        #expect(mixed.announcedContentLength == 7)
+    }
+}
