@@ -16,6 +16,13 @@ extension HTTPFields {
         return found
     }
 
-    /// The Content-Length as a number; nil when absent, repeated or not a number.
-    var announcedContentLength: Int? { onlyValue(.contentLength).flatMap { Int($0) } }
+    /// The Content-Length as a number; nil when absent, repeated or not a string of decimal digits. Digits past what
+    /// an `Int` holds read as `Int.max`: HTTP's parser takes lengths up to 2^64 - 1, and such a body is too large,
+    /// never of unknown length (which would wait for a body that will not come, or invite one with 100 Continue).
+    var announcedContentLength: Int? {
+        guard let value = onlyValue(.contentLength), !value.utf8.isEmpty, value.utf8.allSatisfy({ $0 &- UInt8(ascii: "0") < 10 }) else {
+            return nil
+        }
+        return Int(value) ?? Int.max
+    }
 }

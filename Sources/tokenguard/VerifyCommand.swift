@@ -26,6 +26,18 @@ struct VerifyCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Add every check with its outcome (\"checks\"), not only the first failure.")
     var explain = false
 
+    /// verify's own option names. As the value of `--token` or `--nonce` one is refused: a value left out before the
+    /// next option (`--nonce --explain`) must be a usage error, not a nonce or token judged and refused for a mismatch.
+    static let optionNames: Set<String> = ["--config", "--at", "--provider", "--token", "--nonce", "--explain", "--help", "-h", "--version"]
+
+    func validate() throws {
+        for (name, value) in [("--token", token), ("--nonce", nonce)] {
+            if let value, Self.optionNames.contains(value) {
+                throw ValidationError("\(name) needs a value; \(value) is an option of verify's, not a value")
+            }
+        }
+    }
+
     func run() async throws {
         let (_, registry) = try ConfigLoading.registry(path: options.config)
         var tokenText = token

@@ -52,6 +52,16 @@ struct CLITests {
         let dashToken = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-JMg.eyJhIjoxfQ.AAAA", "--nonce", nonce])
         #expect(dashToken.status == 1, "\(dashToken.stderr)")
         #expect(try json(dashToken.stdout)["error"]?.objectValue?["code"] == .string("malformed_token"), "\(dashToken.stdout)")
+        // A value left out before the next option is a usage error (red team round 12), not a value judged.
+        let leftOut = [
+            ["--provider", "apple", "--token", token, "--nonce", "--explain"], ["--provider", "apple", "--token", "--help"],
+            ["--provider", "apple", "--token", token, "--nonce", "-h"], ["--token", "--nonce", nonce, "--provider", "apple"],
+        ]
+        for missing in leftOut {
+            let answer = try await BinaryRunner.run(base + missing)
+            #expect(answer.status == 2, "\(missing.suffix(3)): \(answer.stdout) \(answer.stderr)")
+            #expect(answer.stdout.isEmpty, "\(missing.suffix(3)): \(answer.stdout)")
+        }
         let dashNonce = "-nonce-from-a-random-generator"
         let dashNonceToken = try key.sign(ProviderTokens.apple(now: now, rawNonce: dashNonce))
         let dashNonceAnswer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", dashNonceToken, "--nonce", dashNonce])

@@ -20,11 +20,20 @@ struct HeaderValuesTests {
         #expect(fields.announcedContentLength == nil)
         #expect(fields[.contentLength].flatMap { Int($0) } == nil)
         // Not a number, or a sign: no announced length.
-        for value in ["abc", "", "+-5", "0x10", "5 5", "99999999999999999999999"] {
+        for value in ["abc", "", "+-5", "+5", "-5", "0x10", "5 5", "5\u{0660}"] {
             var single = HTTPFields()
             single.append(HTTPField(name: .contentLength, value: value))
             #expect(single.announcedContentLength == nil, "\(value.debugDescription)")
         }
+        // Digits past Int.max (HTTP's parser passes up to 2^64 - 1) are too large, never of unknown length.
+        for value in ["9223372036854775807", "9223372036854775808", "18446744073709551615", "99999999999999999999999"] {
+            var huge = HTTPFields()
+            huge.append(HTTPField(name: .contentLength, value: value))
+            #expect(huge.announcedContentLength == Int.max, "\(value)")
+        }
+        var justBelow = HTTPFields()
+        justBelow.append(HTTPField(name: .contentLength, value: "9223372036854775806"))
+        #expect(justBelow.announcedContentLength == Int.max - 1)
         // A field's value is kept without the blanks around it (as HTTP reads it), so " 5 " is 5, as before.
         var padded = HTTPFields()
         padded.append(HTTPField(name: .contentLength, value: " 5 "))
