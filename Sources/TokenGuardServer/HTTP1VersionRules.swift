@@ -22,7 +22,7 @@ final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         let isHTTP10 = head.version.major == 1 && head.version.minor == 0
-        let closes = !head.isKeepAlive || head.headers["connection"].contains { ClosingAfterResponse.saysClose($0) }
+        let closes = !head.isKeepAlive || head.headers.contains { Self.isConnection($0.name) && ClosingAfterResponse.saysClose($0.value) }
         guard closes || (isHTTP10 && head.headers.contains(name: "expect")) else {
             context.fireChannelRead(data)
             return
@@ -30,6 +30,13 @@ final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
         if closes { head.headers.replaceOrAdd(name: "Connection", value: "close") }
         if isHTTP10 { head.headers.remove(name: "Expect") }
         context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    /// Whether a field's name is `Connection`, in any case: read in place, where `headers["connection"]` would build
+    /// an array of values on every request.
+    static func isConnection(_ name: String) -> Bool {
+        // Only 'C' and 'c' turn into 'c' with the 0x20 bit set (likewise for each letter), so this is an exact test.
+        name.utf8.count == 10 && name.utf8.elementsEqual("connection".utf8) { ($0 | 0x20) == $1 }
     }
 
     /// Puts the handler where it sees HTTP/1 request heads: just before Hummingbird's conversion to HTTP types.

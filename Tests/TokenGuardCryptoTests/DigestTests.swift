@@ -34,4 +34,26 @@ struct DigestTests {
         }
         #expect(seen.count == 256)
     }
+
+    @Test("the nonce rule: the lowercase hex of the digest matches, any other bytes or length do not")
+    func hexDigestEquals() {
+        var generator = SystemRandomNumberGenerator()
+        for length in [0, 1, 31, 32, 55, 56, 64, 65, 300] {
+            let message = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let hex = Array(Hex.lowercase(SHA256.hash(message)).utf8)
+            func matches(_ claimed: [UInt8]) -> Bool {
+                message.withUnsafeBufferPointer { bytes in claimed.withUnsafeBufferPointer { SHA256.hexDigest(of: bytes, equals: $0) } }
+            }
+            #expect(matches(hex), "\(length) bytes")
+            // Every position altered, upper case, one byte short or long, empty: no match.
+            for index in hex.indices {
+                var altered = hex
+                altered[index] = altered[index] == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0")
+                #expect(!matches(altered), "\(length) bytes, position \(index)")
+            }
+            #expect(!matches(Array(String(decoding: hex, as: UTF8.self).uppercased().utf8)) || !hex.contains { $0 >= UInt8(ascii: "a") })
+            #expect(!matches(Array(hex.dropLast())) && !matches(hex + [UInt8(ascii: "0")]) && !matches([]))
+            #expect(!matches(message) || message == hex)
+        }
+    }
 }

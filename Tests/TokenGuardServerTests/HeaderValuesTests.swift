@@ -44,4 +44,21 @@ struct HeaderValuesTests {
         mixed.append(HTTPField(name: HTTPField.Name("CONTENT-LENGTH")!, value: "7"))
         #expect(mixed.announcedContentLength == 7)
     }
+
+    @Test("the Connection field's name is recognised in any case, and no other name is")
+    func connectionName() {
+        for name in ["connection", "Connection", "CONNECTION", "cOnNeCtIoN"] { #expect(HTTP1VersionRules.isConnection(name), "\(name)") }
+        for name in ["connectio", "connections", "Connection ", "proxy-connection", "connectioN\u{0}", "", "cmnnection", "Konnection"] {
+            #expect(!HTTP1VersionRules.isConnection(name), "\(name.debugDescription)")
+        }
+        // Every byte that is not a letter of the name, put in each place, is refused (the case bit is no wildcard).
+        let word = Array("connection".utf8)
+        for index in word.indices {
+            for byte in UInt8(0)...UInt8(255) where byte | 0x20 != word[index] {
+                var altered = word
+                altered[index] = byte
+                #expect(!HTTP1VersionRules.isConnection(String(decoding: altered, as: UTF8.self)))
+            }
+        }
+    }
 }

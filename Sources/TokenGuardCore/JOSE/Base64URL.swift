@@ -93,12 +93,8 @@ public enum Base64URL {
                 if let target = out.baseAddress {
                     let raw = UnsafeMutableRawPointer(target)
                     while index + 12 <= fullEnd {
-                        let first =
-                            groups[Int(buffer[index])] | groups[256 + Int(buffer[index + 1])] | groups[512 + Int(buffer[index + 2])]
-                            | groups[768 + Int(buffer[index + 3])]
-                        let second =
-                            groups[Int(buffer[index + 4])] | groups[256 + Int(buffer[index + 5])] | groups[512 + Int(buffer[index + 6])]
-                            | groups[768 + Int(buffer[index + 7])]
+                        let first = group(groups, buffer, at: index)
+                        let second = group(groups, buffer, at: index + 4)
                         invalid |= first | second
                         let pair = UInt64(truncatingIfNeeded: first) << 40 | UInt64(truncatingIfNeeded: second) << 16
                         raw.storeBytes(of: pair.bigEndian, toByteOffset: position, as: UInt64.self)
@@ -107,9 +103,7 @@ public enum Base64URL {
                     }
                 }
                 while index < fullEnd {
-                    let value =
-                        groups[Int(buffer[index])] | groups[256 + Int(buffer[index + 1])] | groups[512 + Int(buffer[index + 2])]
-                        | groups[768 + Int(buffer[index + 3])]
+                    let value = group(groups, buffer, at: index)
                     invalid |= value
                     out[position] = UInt8(truncatingIfNeeded: value >> 16)
                     out[position + 1] = UInt8(truncatingIfNeeded: value >> 8)
@@ -140,6 +134,14 @@ public enum Base64URL {
             if bad & 0xC0 != 0 { return .outsideAlphabet }
         }
         return valid ? nil : .notCanonical
+    }
+
+    /// The four characters at `index` as one group: their 24 bits in the low three bytes, the top byte non-zero when
+    /// any of them is outside the alphabet (each character's own quarter of `groups` has its bits already in place).
+    @inline(__always)
+    private static func group(_ groups: UnsafePointer<UInt32>, _ buffer: UnsafeBufferPointer<UInt8>, at index: Int) -> UInt32 {
+        groups[Int(buffer[index])] | groups[256 + Int(buffer[index + 1])] | groups[512 + Int(buffer[index + 2])]
+            | groups[768 + Int(buffer[index + 3])]
     }
 
     public static func encode(_ bytes: some Collection<UInt8>) -> String {

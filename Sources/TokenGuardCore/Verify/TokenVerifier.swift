@@ -331,7 +331,7 @@ public final class TokenVerifier: Sendable {
 
     private func nonce(bytes requested: UnsafeBufferPointer<UInt8>, matches claimed: UnsafeBufferPointer<UInt8>) -> Bool {
         switch policy.nonceMode {
-        case .sha256: SHA256.withHexDigest(of: requested) { expected in ConstantTime.equals(expected, claimed) }
+        case .sha256: SHA256.hexDigest(of: requested, equals: claimed)
         case .raw: ConstantTime.equals(requested, claimed)
         }
     }
