@@ -42,6 +42,8 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     /// Parts (and input events) of requests that wait for an earlier response.
     private var held = CircularBuffer<Held>()
     private var readPending = false
+    /// The request being answered said `Connection: close`.
+    private var requestAskedClose = false
 
     /// A request part arriving now belongs to a request whose predecessor has not been answered yet.
     private var mustHold: Bool { !held.isEmpty || requestsEnded > responsesEnded }
@@ -90,11 +92,24 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        var data = data
         var responseEnded = false
         switch unwrapOutboundIn(data) {
-        case .head(let head):
+        case .head(var head):
             // A 1xx answer (100 Continue, from JSONRequestBody) is not the response.
-            if head.status.kind != .informational, head.headerFields[values: .connection].contains(where: { Self.saysClose($0) }) {
+            guard head.status.kind != .informational else { break }
+            // An answer given before its request has arrived whole (a route that reads no body, for a body announced
+            // and not sent or still coming) ends the connection: reading on to find the next request would be reading
+            // and dropping that body for as long as the client sends it (red team: `GET /healthz` with a length of
+            // 70,000 was answered and then held until the idle timeout). Such an answer, and the answer to a request
+            // that asked for the connection to end, say so: Hummingbird closes without saying it (red team).
+            let requestUnread = requestsEnded <= responsesEnded
+            let saysClose = head.headerFields[values: .connection].contains { Self.saysClose($0) }
+            if !saysClose && (requestUnread || requestAskedClose) {
+                head.headerFields[.connection] = "close"
+                data = wrapOutboundOut(.head(head))
+            }
+            if saysClose || requestUnread || requestAskedClose {
                 closing = true
                 // Requests that waited are dropped; the client's end of input, if it came, still ends the connection.
                 let events = held.compactMap { held -> Any? in
@@ -131,7 +146,13 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func pass(_ data: NIOAny, context: ChannelHandlerContext) {
-        if case .end = unwrapInboundIn(data) { requestsEnded += 1 }
+        switch unwrapInboundIn(data) {
+        case .head(let request):
+            // HTTP1VersionRules has spelled every request after which the connection ends this one way.
+            requestAskedClose = request.headerFields[.connection] == "close"
+        case .body: break
+        case .end: requestsEnded += 1
+        }
         context.fireChannelRead(data)
     }
 

@@ -28,7 +28,9 @@ enum JSONRequestBody {
         // come would hold the connection until the idle timeout and answer nothing.
         let announced = request.headers.announcedContentLength
         if let length = announced, length > limit {
-            throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "request body of \(length) bytes is larger than \(limit) bytes")
+            // A length past Int.max was read as Int.max: no number is given for it.
+            let size = length == Int.max ? "request body" : "request body of \(length) bytes"
+            throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "\(size) is larger than \(limit) bytes")
         }
         // A client that asked to hear first whether its body is wanted (curl does for bodies over 1 MiB) would wait a
         // second for an answer before sending it anyway. It is wanted: say so. Before this point a body too large has

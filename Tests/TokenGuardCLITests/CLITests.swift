@@ -56,6 +56,14 @@ struct CLITests {
         let leftOut = [
             ["--provider", "apple", "--token", token, "--nonce", "--explain"], ["--provider", "apple", "--token", "--help"],
             ["--provider", "apple", "--token", token, "--nonce", "-h"], ["--token", "--nonce", nonce, "--provider", "apple"],
+            // The next option in its `--name=value` form, or the end of options (red team round 13: judged, exit 1, and
+            // the option lost).
+            ["--provider", "apple", "--token", token, "--nonce", "--config=\(config)"],
+            ["--provider", "apple", "--token", token, "--nonce", "--at=1"], ["--token", token, "--nonce", "--provider=apple"],
+            ["--provider", "apple", "--token", token, "--nonce", "--"], ["--provider", "apple", "--token", "--nonce=\(nonce)"],
+            // An option given twice: a refused value before the last one was hidden (red team round 13).
+            ["--provider", "apple", "--token", token, "--nonce", "--explain", "--nonce", nonce],
+            ["--provider", "apple", "--token", token, "--token", token, "--nonce", nonce],
         ]
         for missing in leftOut {
             let answer = try await BinaryRunner.run(base + missing)
@@ -72,7 +80,20 @@ struct CLITests {
         let repairedAnswer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-"], stdin: repaired)
         #expect(repairedAnswer.status == 1)
         #expect(try json(repairedAnswer.stdout)["error"]?.objectValue?["code"] == .string("malformed_token"), "\(repairedAnswer.stdout)")
-        #expect(try await BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", "n\u{FFFD}"]).status == 2)
+        // A nonce that really holds U+FFFD is read as given (its bytes are read, not the repaired text), and one given
+        // with a byte that is not UTF-8 is refused as usage (red team round 13: both were refused).
+        let replacementNonce = "n\u{FFFD}"
+        let replacementToken = try key.sign(ProviderTokens.apple(now: now, rawNonce: replacementNonce))
+        for form in [["--nonce", replacementNonce], ["--nonce=\(replacementNonce)"]] {
+            let answer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", replacementToken] + form)
+            #expect(answer.status == 0, "\(answer.stdout) \(answer.stderr)")
+        }
+        for form in ["--nonce \"$(printf 'n\\377')\"", "--nonce=\"$(printf 'n\\377')\""] {
+            let answer = try await BinaryRunner.runInShell(
+                "\"$0\" \(base.map { "'\($0)'" }.joined(separator: " ")) --provider apple --token '\(replacementToken)' \(form)")
+            #expect(answer.status == 2, "\(form): \(answer.stdout) \(answer.stderr)")
+            #expect(answer.stderr.contains("not UTF-8"), "\(form): \(answer.stderr)")
+        }
         let explained = try await BinaryRunner.run(base + ["--provider", "apple", "--token", "-", "--explain"], stdin: repaired)
         #expect(try json(explained.stdout)["checks"]?.arrayValue?.count == 1, "\(explained.stdout)")
         // Standard input is read up to a bound (the limit and room for blanks), not to its end.

@@ -537,13 +537,25 @@ struct ServerE2ETests {
                 (verify("HTTP/1.0", "Connection: Keep-Alive\r\nConnection: Close\r\n"), "HTTP/1.0 two Connection fields", true),
                 ("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HTTP/1.0 keep-alive", false),
                 (verify("HTTP/1.1", ""), "HTTP/1.1", false),
+                // Error answers say it too (red team round 13: closed without saying so).
+                ("GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "404, Connection: close", true),
+                ("DELETE /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "405, Connection: close", true),
+                // An answer given before the request's body has come whole ends the connection, once the client has had
+                // time to finish sending (red team round 13: held until the idle timeout, reading what followed).
+                ("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n", "healthz, a body announced, not sent", true),
+                ("POST /nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "404, a chunked body not ended", true),
             ]
             for (request, name, closes) in requests {
-                // A connection that stays open is read until the timeout: a shorter one for those.
-                let (answer, _, closed) = try await RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: closes ? 4 : 1.5)
+                // A connection that stays open is read until the timeout: a shorter one for those, and a longer one for
+                // a body left unread, which is given ClosingAfterResponse.lingerSeconds (5) to come.
+                let (answer, _, closed) = try await RawHTTP.exchange(
+                    port: setup.server.port, Array(request.utf8), timeout: closes ? (name.contains(" body ") ? 8 : 4) : 1.5)
                 let label = "\(name), \(shape)"
-                #expect(answer.hasPrefix("HTTP/1.1 200 ") || answer.hasPrefix("HTTP/1.1 401 "), "\(label): \(answer.prefix(200))")
+                let status = answer.prefix(13)
+                #expect(["HTTP/1.1 200 ", "HTTP/1.1 401 ", "HTTP/1.1 404 ", "HTTP/1.1 405 "].contains(status), "\(label): \(answer.prefix(200))")
                 #expect(closed == closes, "\(label): closed \(closed)")
+                let head = (answer.components(separatedBy: "\r\n\r\n").first ?? "").lowercased() + "\r\n"
+                #expect(head.contains("\r\nconnection: close\r\n") == closes, "\(label): \(head)")
                 #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(label): \(answer.prefix(600))")
             }
         }

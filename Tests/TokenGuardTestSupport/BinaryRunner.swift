@@ -58,9 +58,18 @@ package enum BinaryRunner {
         try await onOwnThread { try runBlocking(arguments, stdin: stdin, environment: environment, timeout: timeout) }
     }
 
-    private static func runBlocking(_ arguments: [String], stdin: String, environment: [String: String], timeout: TimeInterval) throws
-        -> Output
-    {
+    /// Runs `/bin/sh -c SCRIPT` with `$0` the `tokenguard` executable: for arguments Foundation cannot pass, such as
+    /// bytes that are not UTF-8 (`"$0" verify --nonce "$(printf 'n\\377')"`).
+    package static func runInShell(_ script: String, timeout: TimeInterval = 120) async throws -> Output {
+        let binary = try executable().path
+        return try await onOwnThread {
+            try runBlocking(["-c", script, binary], stdin: "", environment: [:], timeout: timeout, executable: URL(fileURLWithPath: "/bin/sh"))
+        }
+    }
+
+    private static func runBlocking(
+        _ arguments: [String], stdin: String, environment: [String: String], timeout: TimeInterval, executable program: URL? = nil
+    ) throws -> Output {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenguard-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -71,7 +80,7 @@ package enum BinaryRunner {
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         let process = Process()
-        process.executableURL = try executable()
+        process.executableURL = try program ?? executable()
         process.arguments = arguments
         // Relative defaults (key archive, revocation store) land in this run's own directory.
         process.currentDirectoryURL = directory
