@@ -12,9 +12,15 @@ public enum ConstantTime {
 
     /// The same over two strings' UTF-8 bytes (not generic: a cached verdict's nonce is compared on every hit).
     public static func equals(_ a: String, _ b: String) -> Bool {
+        // Native strings' bytes in place: copying them into `var`s for `withUTF8` cost a retain and release each.
+        if let inPlace = unsafe a.utf8.withContiguousStorageIfAvailable({ left in
+            unsafe b.utf8.withContiguousStorageIfAvailable { right in unsafe equals(left, right) }
+        }), let result = inPlace {
+            return result
+        }
         var a = a
         var b = b
-        return unsafe a.withUTF8 { left in unsafe b.withUTF8 { right in unsafe equals(left, right) } }
+        return a.withUTF8 { left in b.withUTF8 { right in unsafe equals(left, right) } }
     }
 
     /// The same over any byte collections (copied when not contiguous).

@@ -22,7 +22,14 @@ final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         let isHTTP10 = head.version.major == 1 && head.version.minor == 0
-        let closes = !head.isKeepAlive || head.headers.contains { Self.isConnection($0.name) && ClosingAfterResponse.saysClose($0.value) }
+        // A request asking to upgrade is answered as HTTP/1.1 and ends its connection: NIO's parser reads nothing after
+        // an upgrade request, so a request pipelined behind one was never answered, and the connection sat open until
+        // the idle timeout (red team round 14).
+        let closes =
+            !head.isKeepAlive
+            || head.headers.contains {
+                (Self.isConnection($0.name) && ClosingAfterResponse.saysClose($0.value)) || Self.name($0.name, is: "upgrade")
+            }
         guard closes || (isHTTP10 && head.headers.contains(name: "expect")) else {
             context.fireChannelRead(data)
             return
@@ -34,9 +41,13 @@ final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Whether a field's name is `Connection`, in any case: read in place, where `headers["connection"]` would build
     /// an array of values on every request.
-    static func isConnection(_ name: String) -> Bool {
+    static func isConnection(_ name: String) -> Bool { Self.name(name, is: "connection") }
+
+    /// Whether a field's name is `lowercased` (lower-case letters only) in any case, compared in place.
+    static func name(_ name: String, is lowercased: StaticString) -> Bool {
         // Only 'C' and 'c' turn into 'c' with the 0x20 bit set (likewise for each letter), so this is an exact test.
-        name.utf8.count == 10 && name.utf8.elementsEqual("connection".utf8) { ($0 | 0x20) == $1 }
+        let expected = UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount)
+        return name.utf8.count == expected.count && name.utf8.elementsEqual(expected) { ($0 | 0x20) == $1 }
     }
 
     /// Puts the handler where it sees HTTP/1 request heads: just before Hummingbird's conversion to HTTP types.

@@ -27,7 +27,7 @@ struct TokenGuardCommand: AsyncParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         OpenSSLRuntime.keepStateUntilExit()
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(try VerifyArguments.prepare(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

@@ -16,46 +16,23 @@ struct VerifyCommand: AsyncParsableCommand {
     var provider: String
 
     // Unconditional: the next argument is the value even when it starts with '-' (a token refused as what it is, a
-    // random nonce that happens to start with the base64url '-'), never taken for an option. Gathered as lists so that
-    // an option given twice is seen and refused: with one value kept, the last, a refused value before it was hidden.
-    @Option(
-        name: .customLong("token"), parsing: .unconditionalSingleValue,
-        help: ArgumentHelp("The token; '-' reads it from standard input (keeps it out of the process list). Required.", valueName: "token"))
-    var tokens: [String] = []
+    // random nonce that happens to start with the base64url '-'), never taken for an option. `VerifyArguments` has
+    // already joined each to its value (`--nonce=VALUE`), so that ArgumentParser's scans for its own flags (help,
+    // completion script) never read a value as one, and refused any option given twice.
+    @Option(name: .long, parsing: .unconditional, help: "The token; '-' reads it from standard input (keeps it out of the process list).")
+    var token: String
 
-    @Option(
-        name: .customLong("nonce"), parsing: .unconditionalSingleValue,
-        help: ArgumentHelp("The raw nonce the app generated for this sign-in.", valueName: "nonce"))
-    var nonces: [String] = []
+    @Option(name: .long, parsing: .unconditional, help: "The raw nonce the app generated for this sign-in.")
+    var nonce: String?
 
     @Flag(name: .long, help: "Add every check with its outcome (\"checks\"), not only the first failure.")
     var explain = false
 
-    var token: String { tokens.first ?? "" }
-    var nonce: String? { nonces.first }
-
-    /// verify's own option names. A value of `--token` or `--nonce` that reads as one of them (`--explain`,
-    /// `--config=c.yaml`) or as the end of options (`--`) is refused: a value left out before the next option must be a
-    /// usage error, not a nonce or token judged and refused for a mismatch while that option is silently lost.
-    static let optionNames = ["--config", "--at", "--provider", "--token", "--nonce", "--explain", "--help", "-h", "--version"]
-
-    /// The option a value reads as (compared as bytes), if any: `--` itself, a name, or a name with `=` and a value.
-    static func optionRead(in value: String) -> String? {
-        let bytes = value.utf8
-        if bytes.elementsEqual("--".utf8) { return "--" }
-        let name = bytes.prefix { $0 != UInt8(ascii: "=") }
-        return optionNames.first { $0.utf8.elementsEqual(name) }
-    }
-
     func validate() throws {
-        guard tokens.count == 1 else {
-            throw ValidationError(tokens.isEmpty ? "--token is required" : "--token is given \(tokens.count) times; give it once")
-        }
-        guard nonces.count <= 1 else { throw ValidationError("--nonce is given \(nonces.count) times; give it once") }
         for (name, value) in [("--token", token), ("--nonce", nonce)] {
             // Only the option's name is echoed: what follows its '=' may be a token.
-            if let value, let option = Self.optionRead(in: value) {
-                throw ValidationError("\(name) needs a value; what follows it reads as \(option), an option of verify's")
+            if let value, let option = VerifyArguments.optionRead(in: value) {
+                throw ValidationError("\(name) needs a value; what follows it reads as \(option), an option, not a value")
             }
         }
     }

@@ -61,19 +61,38 @@ struct CLITests {
             ["--provider", "apple", "--token", token, "--nonce", "--config=\(config)"],
             ["--provider", "apple", "--token", token, "--nonce", "--at=1"], ["--token", token, "--nonce", "--provider=apple"],
             ["--provider", "apple", "--token", token, "--nonce", "--"], ["--provider", "apple", "--token", "--nonce=\(nonce)"],
-            // An option given twice: a refused value before the last one was hidden (red team round 13).
+            // An option given twice: a refused value before the last one was hidden (red team round 13); any option.
             ["--provider", "apple", "--token", token, "--nonce", "--explain", "--nonce", nonce],
             ["--provider", "apple", "--token", token, "--token", token, "--nonce", nonce],
+            ["--provider", "live", "--provider", "apple", "--token", token, "--nonce", nonce],
+            ["--at", String(now), "--provider", "apple", "--token", token, "--nonce", nonce],
+            ["--config", config, "--provider", "apple", "--token", token, "--nonce", nonce],
+            // ArgumentParser's flags that answer instead of running: as a value, or anywhere but first (red team round
+            // 14: a completion script and exit 0, the code for "valid").
+            ["--provider", "apple", "--token", token, "--nonce", "--generate-completion-script"],
+            ["--provider", "apple", "--token", token, "--nonce", "--generate-completion-script=zsh"],
+            ["--provider", "apple", "--token", "--generate-completion-script=bash", "--nonce", nonce],
+            ["--provider", "apple", "--token", token, "--nonce", "WRONG", "--generate-completion-script"],
+            ["--provider", "apple", "--token", token, "--nonce", nonce, "--experimental-dump-help"],
         ]
         for missing in leftOut {
             let answer = try await BinaryRunner.run(base + missing)
             #expect(answer.status == 2, "\(missing.suffix(3)): \(answer.stdout) \(answer.stderr)")
             #expect(answer.stdout.isEmpty, "\(missing.suffix(3)): \(answer.stdout)")
         }
-        let dashNonce = "-nonce-from-a-random-generator"
-        let dashNonceToken = try key.sign(ProviderTokens.apple(now: now, rawNonce: dashNonce))
-        let dashNonceAnswer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", dashNonceToken, "--nonce", dashNonce])
-        #expect(dashNonceAnswer.status == 0, "\(dashNonceAnswer.stderr)")
+        // A nonce that starts with the base64url '-', even three of them (red team round 14: "Invalid option"), in
+        // either form.
+        for dashNonce in ["-nonce-from-a-random-generator", "---nonce"] {
+            let dashNonceToken = try key.sign(ProviderTokens.apple(now: now, rawNonce: dashNonce))
+            for form in [["--nonce", dashNonce], ["--nonce=\(dashNonce)"]] {
+                let dashNonceAnswer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", dashNonceToken] + form)
+                #expect(dashNonceAnswer.status == 0, "\(form): \(dashNonceAnswer.stderr)")
+            }
+        }
+        // Given first, the completion script is still there.
+        let completion = try await BinaryRunner.run(["--generate-completion-script", "bash"])
+        #expect(completion.status == 0 && completion.stdout.contains("tokenguard"), "\(completion.stderr)")
+        #expect(try await BinaryRunner.run(["serve", "--generate-completion-script"]).status == 2)
         // Arguments and standard input arrive as text, a byte that was not UTF-8 as U+FFFD (three bytes): such a token
         // is refused for that byte, not for a size it was not sent at, and such a nonce is not the app's (red team).
         let repaired = String(repeating: "a", count: ProviderPolicy.defaultMaxTokenBytes - 1) + "\u{FFFD}"

@@ -544,6 +544,13 @@ struct ServerE2ETests {
                 // time to finish sending (red team round 13: held until the idle timeout, reading what followed).
                 ("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n", "healthz, a body announced, not sent", true),
                 ("POST /nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "404, a chunked body not ended", true),
+                // An upgrade is never made: the answer ends the connection, and what was pipelined behind is not served
+                // (red team round 14: swallowed, and the connection held until the idle timeout).
+                (
+                    "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                    "Upgrade: h2c", true
+                ),
+                ("GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n", "Upgrade: websocket", true),
             ]
             for (request, name, closes) in requests {
                 // A connection that stays open is read until the timeout: a shorter one for those, and a longer one for
@@ -558,6 +565,14 @@ struct ServerE2ETests {
                 #expect(head.contains("\r\nconnection: close\r\n") == closes, "\(label): \(head)")
                 #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(label): \(answer.prefix(600))")
             }
+            // After an answer that said close, what the client sends is dropped, a request it cannot frame too: one
+            // answer only (red team round 14: a second, a 400, followed the close).
+            let garbage = [
+                Array("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc".utf8), Array("defghijGARBAGE\u{1} HTTP/1.1\r\n\r\n".utf8),
+            ]
+            let (answer, closed) = try await RawHTTP.exchange(port: setup.server.port, pieces: garbage, pause: 0.3, timeout: 8)
+            #expect(answer.hasPrefix("HTTP/1.1 200 ") && closed, "\(shape): \(answer.prefix(300))")
+            #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(shape): \(answer)")
         }
     }
 
