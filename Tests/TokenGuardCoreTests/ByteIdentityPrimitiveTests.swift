@@ -30,7 +30,7 @@ struct ByteIdentityPrimitiveTests {
 
     @Test("sameBytes finds a difference at any position and any length, and ignores Unicode equivalence")
     func sameBytes() {
-        // Across 64 bytes, where the comparison goes to the C library's memcmp, and at a token's length.
+        // Past the four-word steps, the single words and the bytes, and at a token's length.
         for length in Array(0...100) + [127, 128, 129, 1000] {
             let text = String(repeating: "x", count: length)
             #expect(text.sameBytes(as: String(repeating: "x", count: length)))

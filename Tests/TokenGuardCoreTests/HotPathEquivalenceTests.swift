@@ -189,6 +189,30 @@ struct HotPathEquivalenceTests {
         #expect(verifier.verify(token: forged, nonce: "n", at: Verifiers.now).code == .invalidSignature)
     }
 
+    @Test("the cache's token key: hashed over the length and last 16 bytes, equal only for the same bytes anywhere")
+    func tokenKey() {
+        typealias Key = VerifiedTokenCache.TokenKey
+        func hash(_ key: Key) -> Int {
+            var hasher = Hasher()
+            key.hash(into: &hasher)
+            return hasher.finalize()
+        }
+        for length in [0, 1, 15, 16, 17, 63, 64, 65, 950] {
+            let token = String((0..<length).map { Character(Unicode.Scalar(UInt8(0x41 + $0 % 26))) })
+            let same = Key(token: String(decoding: Array(token.utf8), as: UTF8.self))
+            #expect(Key(token: token) == same && hash(Key(token: token)) == hash(same), "length \(length)")
+            // Same length and tail, one byte other anywhere before it (or in it): another token, never a hit.
+            for position in Set([0, length / 2, length - 17, length - 16, length - 1]) where position >= 0 && position < length {
+                var bytes = Array(token.utf8)
+                bytes[position] = UInt8(ascii: "z")
+                #expect(Key(token: token) != Key(token: String(decoding: bytes, as: UTF8.self)), "length \(length) position \(position)")
+            }
+            #expect(Key(token: token) != Key(token: token + "A"))
+        }
+        // Unicode equivalence is not equality: KELVIN SIGN is not K.
+        #expect(Key(token: String(repeating: "a", count: 20) + "K") != Key(token: String(repeating: "a", count: 20) + "\u{212A}"))
+    }
+
     @Test("every algorithm has its own slot in the per-algorithm tables")
     func algorithmOrdinals() {
         for (index, algorithm) in SignatureAlgorithm.allCases.enumerated() { #expect(algorithm.ordinal == index) }

@@ -1,5 +1,3 @@
-import TokenGuardCrypto
-
 /// Tokens, nonces, kids, provider names, issuers and audiences are identities: sequences of bytes. Swift's
 /// `String ==` and `String` hashing use Unicode canonical equivalence (U+212A KELVIN SIGN equals "K"), so two
 /// different byte strings can compare equal. Every comparison of an identity goes through these instead.
@@ -37,9 +35,6 @@ enum ByteCompare {
     @inlinable
     static func equal(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {
         let count = left.count
-        // A whole token (a cache hit): the C library's vector compare. Names and short values: this loop, cheaper than
-        // the call.
-        if count >= 64 { return MemoryCompare.equal(left, right) }
         var offset = 0
         // Four words per step, one branch for all four: a cached token is ~1 KB.
         while offset + 32 <= count {

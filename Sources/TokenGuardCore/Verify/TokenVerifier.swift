@@ -306,7 +306,7 @@ public final class TokenVerifier: Sendable {
         return Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
             issuedAt: issuedAt, keyID: key.keyID, email: email, emailVerified: try emailVerified(reader, email: email),
-            tenantID: tenantID, claims: claims, extra: policy.kind == .apple ? Self.appleFields(reader) : JSONObject())
+            tenantID: tenantID, claims: claims, appleFlags: policy.kind == .apple ? Self.appleFlags(reader) : nil)
     }
 
     /// The common case of ``checkNonce(claimed:requested:)`` without making strings: a nonce was given, and the
@@ -338,25 +338,20 @@ public final class TokenVerifier: Sendable {
 
     /// Apple's account flags, normalised: `is_private_email` a boolean (Apple sent the string "true" before 2024;
     /// absent is false), `real_user_status` an integer 0–2 (0 unsupported, 1 unknown, 2 likely real) or null.
-    static func appleFields(_ reader: ClaimsReader) -> JSONObject {
+    static func appleFlags(_ reader: ClaimsReader) -> AppleAccountFlags {
         let isPrivate: Bool
         switch reader.value(.isPrivateEmail) {
         case .bool(let flag)?: isPrivate = flag
         case .string(let text)?: isPrivate = text.sameBytes(as: "true")
         default: isPrivate = false
         }
-        var status: JSONValue = .null
+        var status: Int8? = nil
         switch reader.value(.realUserStatus) {
-        case .integer(let value)? where (0...2).contains(value): status = .integer(value)
-        case .string(let text)? where ["0", "1", "2"].containsBytes(text): status = .integer(Int64(text) ?? 0)
+        case .integer(let value)? where (0...2).contains(value): status = Int8(value)
+        case .string(let text)? where ["0", "1", "2"].containsBytes(text): status = Int8(text) ?? 0
         default: break
         }
-        // Two members appended into room for two: one allocation (a literal list would be copied into a second one).
-        var fields = JSONObject()
-        fields.reserveCapacity(2)
-        fields.appendUnchecked("is_private_email", .bool(isPrivate))
-        fields.appendUnchecked("real_user_status", status)
-        return fields
+        return AppleAccountFlags(isPrivateEmail: isPrivate, realUserStatus: status)
     }
 
     /// Whether the verdict's email can be trusted: never without an `email` (a verdict saying `"email": null,

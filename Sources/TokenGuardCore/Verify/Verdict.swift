@@ -19,14 +19,19 @@ public struct Verdict: Sendable, Equatable {
         let emailVerified: Bool
         let tenantID: String?
         let claims: IndexedJSONObject
-        let extra: JSONObject
+        /// Apple's account flags, kept as two scalars: a list of two members built for every Apple verification was an
+        /// allocation, and its release, that only the JSON writer and ``Verdict/extra`` ever read.
+        let appleFlags: AppleAccountFlags?
+        /// Any other provider-specific members, after Apple's.
+        let extraMembers: JSONObject
         /// The JSON text once written: 0, or a retained ``WrittenJSON`` that this object releases when it dies. The
         /// first writer wins; readers take it without a lock (a cached verdict is served many times, from any thread).
         private let written = Atomic<UInt>(0)
 
         init(
             provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?, issuedAt: Int64?,
-            keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject, extra: JSONObject
+            keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject, appleFlags: AppleAccountFlags?,
+            extraMembers: JSONObject
         ) {
             self.provider = provider
             self.subject = subject
@@ -40,14 +45,16 @@ public struct Verdict: Sendable, Equatable {
             self.emailVerified = emailVerified
             self.tenantID = tenantID
             self.claims = claims
-            self.extra = extra
+            self.appleFlags = appleFlags
+            self.extraMembers = extraMembers
         }
 
         /// The same fields with other `extra` members (and no JSON written yet).
         func with(extra: JSONObject) -> Fields {
             Fields(
                 provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
-                issuedAt: issuedAt, keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims, extra: extra)
+                issuedAt: issuedAt, keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims,
+                appleFlags: nil, extraMembers: extra)
         }
 
         deinit {
@@ -101,7 +108,15 @@ public struct Verdict: Sendable, Equatable {
     /// a `facebook` provider's `login`). The JSON text is written once and shared by every copy; a change to `extra`
     /// starts a new one.
     public var extra: JSONObject {
-        get { fields.extra }
+        get {
+            guard let flags = fields.appleFlags else { return fields.extraMembers }
+            var members = JSONObject()
+            members.reserveCapacity(2 + fields.extraMembers.count)
+            members.appendUnchecked("is_private_email", .bool(flags.isPrivateEmail))
+            members.appendUnchecked("real_user_status", flags.realUserStatus.map { .integer(Int64($0)) } ?? .null)
+            for member in fields.extraMembers.members { members.appendUnchecked(member.name, member.value) }
+            return members
+        }
         set { fields = fields.with(extra: newValue) }
     }
 
@@ -118,11 +133,12 @@ public struct Verdict: Sendable, Equatable {
     init(
         provider: String, subject: String, userID: String, issuer: String, audience: String, expiresAt: Int64?,
         issuedAt: Int64?, keyID: String?, email: String?, emailVerified: Bool, tenantID: String?, claims: IndexedJSONObject,
-        extra: JSONObject = JSONObject()
+        appleFlags: AppleAccountFlags? = nil
     ) {
         fields = Fields(
             provider: provider, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt, issuedAt: issuedAt,
-            keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims, extra: extra)
+            keyID: keyID, email: email, emailVerified: emailVerified, tenantID: tenantID, claims: claims, appleFlags: appleFlags,
+            extraMembers: JSONObject())
     }
 
     public static func == (lhs: Verdict, rhs: Verdict) -> Bool {
@@ -159,7 +175,11 @@ public struct Verdict: Sendable, Equatable {
             string(#","email":"#, email)
             out.append(contentsOf: (emailVerified ? #","email_verified":true"# : #","email_verified":false"#).utf8)
             string(#","tenant_id":"#, tenantID)
-            for member in extra.members {
+            if let flags = fields.appleFlags {
+                out.append(contentsOf: (flags.isPrivateEmail ? #","is_private_email":true"# : #","is_private_email":false"#).utf8)
+                integer(#","real_user_status":"#, flags.realUserStatus.map(Int64.init))
+            }
+            for member in fields.extraMembers.members {
                 out.append(UInt8(ascii: ","))
                 JSONWriter.writeString(member.name, into: &out)
                 out.append(UInt8(ascii: ":"))
@@ -229,4 +249,10 @@ extension Result where Success == Verdict, Failure == VerificationError {
         case .failure(let error): error.json(provider: provider)
         }
     }
+}
+
+/// Apple's account flags, normalised: `is_private_email` a boolean, `real_user_status` 0–2 or nil (written `null`).
+struct AppleAccountFlags: Sendable {
+    let isPrivateEmail: Bool
+    let realUserStatus: Int8?
 }

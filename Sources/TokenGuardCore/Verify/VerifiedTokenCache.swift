@@ -1,4 +1,5 @@
 import Synchronization
+import TokenGuardCrypto
 import TokenGuardSync
 
 /// A bounded LRU cache of verified tokens, like Envoy's JWT filter offers: a token seen and verified recently
@@ -78,7 +79,17 @@ public final class VerifiedTokenCache: Sendable {
             return (tail.loadUnaligned(as: UInt64.self), tail.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
         }
 
-        static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token.sameBytes(as: rhs.token) }
+        /// The whole token compared by the C library's vector `memcmp` (a cache hit compares about 1 KB: a word-at-a-time
+        /// loop spent 0.7 k instructions on it).
+        static func == (lhs: TokenKey, rhs: TokenKey) -> Bool {
+            let inPlace = lhs.token.utf8.withContiguousStorageIfAvailable { left in
+                rhs.token.utf8.withContiguousStorageIfAvailable { right in
+                    MemoryCompare.equal(UnsafeRawBufferPointer(left), UnsafeRawBufferPointer(right))
+                }
+            }
+            if let inPlace, let equal = inPlace { return equal }
+            return lhs.token.sameBytes(as: rhs.token)
+        }
     }
 
     /// One shard: a dictionary from token to slot, and a doubly linked recency list over the slots.
