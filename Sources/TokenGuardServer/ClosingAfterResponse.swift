@@ -44,6 +44,8 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     private var readPending = false
     /// The request being answered said `Connection: close`.
     private var requestAskedClose = false
+    /// The response that said close has been written whole: nothing is written after it.
+    private var closeAnswered = false
 
     /// A request part arriving now belongs to a request whose predecessor has not been answered yet.
     private var mustHold: Bool { !held.isEmpty || requestsEnded > responsesEnded }
@@ -96,6 +98,12 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        // After the answer that said close nothing more is answered: a framing error met before that answer (in the
+        // same read as its request's head) was answered again afterwards, with a 400 (red team round 15).
+        if closeAnswered {
+            promise?.succeed(())
+            return
+        }
         var data = data
         var responseEnded = false
         switch unwrapOutboundIn(data) {
@@ -136,6 +144,7 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
         case .end:
             responsesEnded += 1
             responseEnded = true
+            if closing { closeAnswered = true }
             if closing && scheduledClose == nil {
                 let channel = context.channel
                 scheduledClose = context.eventLoop.scheduleTask(in: .seconds(Self.lingerSeconds)) { channel.close(promise: nil) }
@@ -183,13 +192,17 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     /// True for a `Connection` value that lists the `close` option (RFC 9110 §7.6.1: comma-separated, case-insensitive).
-    static func saysClose(_ value: String) -> Bool {
-        value.utf8.split(separator: UInt8(ascii: ",")).contains { option in
-            let trimmed = option.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+    static func saysClose(_ value: String) -> Bool { lists(value, option: "close") }
+
+    /// True for a `Connection` value that lists `option` (lower-case letters), in any case.
+    static func lists(_ value: String, option: StaticString) -> Bool {
+        let wanted = UnsafeBufferPointer(start: option.utf8Start, count: option.utf8CodeUnitCount)
+        return value.utf8.split(separator: UInt8(ascii: ",")).contains { listed in
+            let trimmed = listed.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
             let end = trimmed.lastIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
             guard let end else { return false }
             let word = trimmed[...end]
-            return word.count == 5 && zip(word, "close".utf8).allSatisfy { ($0 | 0x20) == $1 }
+            return word.count == wanted.count && zip(word, wanted).allSatisfy { ($0 | 0x20) == $1 }
         }
     }
 }

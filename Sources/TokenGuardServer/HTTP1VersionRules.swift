@@ -12,9 +12,15 @@ import NIOHTTPTypesHTTP1
 ///   (red team: 30 s; NIO's keep-alive flag for HTTP/1.0 is set by any `keep-alive`, even next to `close`).
 /// - An HTTP/1.0 request's `Expect` field is removed: a server must ignore a 100-continue expectation there
 ///   (RFC 9110 §10.1.1), and ``JSONRequestBody`` would otherwise answer it.
-final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
+final class HTTP1VersionRules: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// NIO's parser has met a request switching protocols (a `CONNECT`, or `Upgrade` with `Connection: upgrade`): it
+    /// parses nothing after one and keeps every byte that follows in its buffer.
+    private var parserStopped = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .head(var head) = unwrapInboundIn(data) else {
@@ -22,14 +28,24 @@ final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         let isHTTP10 = head.version.major == 1 && head.version.minor == 0
-        // A request asking to upgrade is answered as HTTP/1.1 and ends its connection: NIO's parser reads nothing after
-        // an upgrade request, so a request pipelined behind one was never answered, and the connection sat open until
-        // the idle timeout (red team round 14).
-        let closes =
-            !head.isKeepAlive
-            || head.headers.contains {
-                (Self.isConnection($0.name) && ClosingAfterResponse.saysClose($0.value)) || Self.name($0.name, is: "upgrade")
+        // One pass over the fields for what the rules below need.
+        var (asksClose, asksUpgrade, hasUpgrade, hasTransferEncoding) = (false, false, false, false)
+        for field in head.headers {
+            if Self.isConnection(field.name) {
+                asksClose = asksClose || ClosingAfterResponse.saysClose(field.value)
+                asksUpgrade = asksUpgrade || ClosingAfterResponse.lists(field.value, option: "upgrade")
+            } else if Self.name(field.name, is: "upgrade") {
+                hasUpgrade = true
+            } else if Self.name(field.name, is: "transfer-encoding") {
+                hasTransferEncoding = true
             }
+        }
+        if head.method == .CONNECT || (hasUpgrade && asksUpgrade) { parserStopped = true }
+        // A request asking to upgrade (or a CONNECT) is answered as HTTP/1.1 and ends its connection: NIO's parser reads
+        // nothing after one, so a request pipelined behind it was never answered, and the connection sat open until
+        // the idle timeout (red team rounds 14 and 15). An HTTP/1.0 request with a Transfer-Encoding has faulty framing
+        // and ends its connection after the answer (RFC 9112 §6.1; red team round 15).
+        let closes = !head.isKeepAlive || asksClose || hasUpgrade || head.method == .CONNECT || (isHTTP10 && hasTransferEncoding)
         guard closes || (isHTTP10 && head.headers.contains(name: "expect")) else {
             context.fireChannelRead(data)
             return
@@ -39,15 +55,28 @@ final class HTTP1VersionRules: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 
+    func read(context: ChannelHandlerContext) {
+        // From a request the parser stopped at, the socket is not read: what follows would pile up unparsed in the
+        // parser's buffer, without bound (red team round 15: 1 GB in 4 s on one connection), until the connection
+        // closes. It waits in the kernel's socket buffers instead; the answer says close, and the connection ends
+        // after ClosingAfterResponse's linger.
+        guard !parserStopped else { return }
+        context.read()
+    }
+
     /// Whether a field's name is `Connection`, in any case: read in place, where `headers["connection"]` would build
     /// an array of values on every request.
     static func isConnection(_ name: String) -> Bool { Self.name(name, is: "connection") }
 
-    /// Whether a field's name is `lowercased` (lower-case letters only) in any case, compared in place.
+    /// Whether a field's name is `lowercased` (lower-case letters and '-') in any case, compared in place.
     static func name(_ name: String, is lowercased: StaticString) -> Bool {
-        // Only 'C' and 'c' turn into 'c' with the 0x20 bit set (likewise for each letter), so this is an exact test.
+        // Only 'C' and 'c' turn into 'c' with the 0x20 bit set (likewise for each letter), so this is an exact test for
+        // letters; any other byte must be itself.
         let expected = UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount)
-        return name.utf8.count == expected.count && name.utf8.elementsEqual(expected) { ($0 | 0x20) == $1 }
+        return name.utf8.count == expected.count
+            && name.utf8.elementsEqual(expected) { byte, wanted in
+                wanted >= UInt8(ascii: "a") && wanted <= UInt8(ascii: "z") ? (byte | 0x20) == wanted : byte == wanted
+            }
     }
 
     /// Puts the handler where it sees HTTP/1 request heads: just before Hummingbird's conversion to HTTP types.

@@ -18,6 +18,8 @@ enum VerifyArguments {
         "--generate-completion-script", "--experimental-dump-help",
     ]
     static let answeringFlags = ["--generate-completion-script", "--experimental-dump-help"]
+    /// verify's options that take no value.
+    static let flags = ["--explain", "--help", "-h", "--help-hidden", "--version"]
 
     /// The option a value reads as (compared as bytes), if any: `--` itself, a name, or a name with `=` and a value.
     static func optionRead(in value: String) -> String? {
@@ -45,7 +47,13 @@ enum VerifyArguments {
                 prepared.append(contentsOf: arguments[index...])
                 break
             }
+            // Flags that answer without a verdict (help, version) must not be reachable but as written: `-hh` (help
+            // twice) and `--help=x` printed help with exit 0, the code for "valid" (red team round 15).
+            if argument.utf8.count > 2, argument.utf8.first == UInt8(ascii: "-"), argument.utf8.dropFirst().first != UInt8(ascii: "-") {
+                throw ValidationError("an argument starting with a single '-' and longer than -h is not an option of verify's")
+            }
             if let option = optionRead(in: argument), option != "--" {
+                if flags.contains(option), argument.utf8.count != option.utf8.count { throw ValidationError("\(option) takes no value") }
                 // `-h` and `--help` are one flag.
                 let name = option == "-h" ? "--help" : option
                 if seen.contains(name) { throw ValidationError("\(name) is given twice; give it once") }

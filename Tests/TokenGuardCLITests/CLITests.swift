@@ -74,6 +74,12 @@ struct CLITests {
             ["--provider", "apple", "--token", "--generate-completion-script=bash", "--nonce", nonce],
             ["--provider", "apple", "--token", token, "--nonce", "WRONG", "--generate-completion-script"],
             ["--provider", "apple", "--token", token, "--nonce", nonce, "--experimental-dump-help"],
+            // Help and version only as written: not doubled, not with a value (red team round 15: help and exit 0).
+            ["--provider", "apple", "--token", token, "--nonce", "WRONG", "-hh"],
+            ["--provider", "apple", "--token", token, "--nonce", "WRONG", "-h=x"],
+            ["--provider", "apple", "--token", token, "--nonce", "WRONG", "--help=x"],
+            ["--provider", "apple", "--token", token, "--nonce", "WRONG", "--version=x"],
+            ["--provider", "apple", "--token", token, "--nonce", "WRONG", "--explain=no"],
         ]
         for missing in leftOut {
             let answer = try await BinaryRunner.run(base + missing)

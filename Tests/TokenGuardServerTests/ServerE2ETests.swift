@@ -551,12 +551,22 @@ struct ServerE2ETests {
                     "Upgrade: h2c", true
                 ),
                 ("GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n", "Upgrade: websocket", true),
+                // A CONNECT is one too for NIO's parser (red team round 15: the request behind it swallowed).
+                ("CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "CONNECT", true),
+                // A framing error in the same read as the head: one answer only, none after the close (red team round 15).
+                ("POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n", "405, a bad chunk behind the head", true),
+                // HTTP/1.0 with a Transfer-Encoding: faulty framing, the connection ends after the answer (RFC 9112 §6.1;
+                // red team round 15: kept open, and the request behind it served).
+                (
+                    "POST /v1/verify HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + String(body.utf8.count, radix: 16) + "\r\n\(body)\r\n0\r\n\r\n" + verify("HTTP/1.1", ""),
+                    "HTTP/1.0 chunked", true
+                ),
             ]
             for (request, name, closes) in requests {
-                // A connection that stays open is read until the timeout: a shorter one for those, and a longer one for
-                // a body left unread, which is given ClosingAfterResponse.lingerSeconds (5) to come.
-                let (answer, _, closed) = try await RawHTTP.exchange(
-                    port: setup.server.port, Array(request.utf8), timeout: closes ? (name.contains(" body ") ? 8 : 4) : 1.5)
+                // A connection that stays open is read until the timeout: a shorter one for those. One that closes may
+                // take ClosingAfterResponse.lingerSeconds (5) to.
+                let (answer, _, closed) = try await RawHTTP.exchange(port: setup.server.port, Array(request.utf8), timeout: closes ? 8 : 1.5)
                 let label = "\(name), \(shape)"
                 let status = answer.prefix(13)
                 #expect(["HTTP/1.1 200 ", "HTTP/1.1 401 ", "HTTP/1.1 404 ", "HTTP/1.1 405 "].contains(status), "\(label): \(answer.prefix(200))")
@@ -573,6 +583,20 @@ struct ServerE2ETests {
             let (answer, closed) = try await RawHTTP.exchange(port: setup.server.port, pieces: garbage, pause: 0.3, timeout: 8)
             #expect(answer.hasPrefix("HTTP/1.1 200 ") && closed, "\(shape): \(answer.prefix(300))")
             #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(shape): \(answer)")
+
+            // After a request NIO's parser stops at, the socket is not read: what the client sends waits in the
+            // kernel's buffers, bounded, where it piled up in the server's memory (red team round 15: 1 GB in 4 s).
+            for opening in [
+                "POST /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: upgrade\r\nContent-Length: 10\r\n\r\nab",
+                "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n",
+            ] {
+                let fd = try #require(RawHTTP.connectLoopback(port: setup.server.port))
+                defer { close(fd) }
+                let answer = await RawHTTP.step(fd, send: Array(opening.utf8), timeout: 3) { $0.contains("\r\n\r\n") }
+                #expect(answer.lowercased().contains("connection: close"), "\(shape): \(answer.prefix(300))")
+                let accepted = try await RawHTTP.sendWhileAccepted(fd, upTo: 256 << 20, seconds: 2)
+                #expect(accepted < 48 << 20, "\(shape) \(opening.prefix(12)): the server took \(accepted >> 20) MiB after the request")
+            }
         }
     }
 

@@ -123,6 +123,27 @@ package enum RawHTTP {
     }
 
     /// A blocking TCP connection to 127.0.0.1:`port`, or nil. The caller closes it.
+    /// Sends zeros on `fd` without blocking for as long as the peer takes them, up to `limit` bytes or `seconds`;
+    /// returns how many it took. A peer that reads nothing takes only what the kernel's socket buffers hold.
+    package static func sendWhileAccepted(_ fd: Int32, upTo limit: Int, seconds: Double) async throws -> Int {
+        try await onOwnThread {
+            let chunk = [UInt8](repeating: 0, count: 1 << 20)
+            let deadline = Date().addingTimeInterval(seconds)
+            var sent = 0
+            while sent < limit, Date() < deadline {
+                let count = chunk.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if count > 0 {
+                    sent += count
+                } else if count < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                    usleep(10_000)
+                } else {
+                    break
+                }
+            }
+            return sent
+        }
+    }
+
     package static func connectLoopback(port: Int) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
