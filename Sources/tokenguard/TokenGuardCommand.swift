@@ -26,8 +26,9 @@ struct TokenGuardCommand: AsyncParsableCommand {
         // failed"), and no command loses its exit status to a closed diagnostics pipe.
         signal(SIGPIPE, SIG_IGN)
         OpenSSLRuntime.keepStateUntilExit()
+        let arguments = Array(CommandLine.arguments.dropFirst())
         do {
-            var command = try parseAsRoot(try VerifyArguments.prepare(Array(CommandLine.arguments.dropFirst())))
+            var command = try parseAsRoot(try VerifyArguments.prepare(arguments))
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -45,7 +46,9 @@ struct TokenGuardCommand: AsyncParsableCommand {
                 } catch {
                     Foundation.exit(ExitCodes.usage.rawValue)
                 }
-                Foundation.exit(0)
+                // verify's exit status 0 means "valid" and nothing else: its help and version end as usage (red team
+                // round 16: a caller passing arguments on got 0 for `-h`).
+                Foundation.exit(arguments.first.map { $0.utf8.elementsEqual("verify".utf8) } == true ? ExitCodes.usage.rawValue : 0)
             }
             Stderr.write(fullMessage(for: error) + "\n")
             Foundation.exit(ExitCodes.usage.rawValue)

@@ -95,6 +95,11 @@ struct CLITests {
                 #expect(dashNonceAnswer.status == 0, "\(form): \(dashNonceAnswer.stderr)")
             }
         }
+        // verify's help and version print, and end as usage: exit 0 means "valid" only (red team round 16).
+        for flag in ["-h", "--help", "--version"] {
+            let answer = try await BinaryRunner.run(base + ["--provider", "apple", "--token", token, "--nonce", "WRONG", flag])
+            #expect(answer.status == 2 && !answer.stdout.isEmpty, "\(flag): \(answer.status) \(answer.stderr)")
+        }
         // Given first, the completion script is still there.
         let completion = try await BinaryRunner.run(["--generate-completion-script", "bash"])
         #expect(completion.status == 0 && completion.stdout.contains("tokenguard"), "\(completion.stderr)")
