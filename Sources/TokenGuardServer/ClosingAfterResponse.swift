@@ -192,17 +192,13 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     /// True for a `Connection` value that lists the `close` option (RFC 9110 §7.6.1: comma-separated, case-insensitive).
-    static func saysClose(_ value: String) -> Bool { lists(value, option: "close") }
-
-    /// True for a `Connection` value that lists `option` (lower-case letters), in any case.
-    static func lists(_ value: String, option: StaticString) -> Bool {
-        let wanted = UnsafeBufferPointer(start: option.utf8Start, count: option.utf8CodeUnitCount)
-        return value.utf8.split(separator: UInt8(ascii: ",")).contains { listed in
-            let trimmed = listed.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+    static func saysClose(_ value: String) -> Bool {
+        value.utf8.split(separator: UInt8(ascii: ",")).contains { option in
+            let trimmed = option.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
             let end = trimmed.lastIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
             guard let end else { return false }
             let word = trimmed[...end]
-            return word.count == wanted.count && zip(word, wanted).allSatisfy { ($0 | 0x20) == $1 }
+            return word.count == 5 && zip(word, "close".utf8).allSatisfy { ($0 | 0x20) == $1 }
         }
     }
 }

@@ -150,12 +150,8 @@ public final class VerifiedTokenCache: Sendable {
     static func shard(for token: String) -> Int {
         // The last bytes of a JWS are its signature: well spread, and cheap to read (in place: walking a String's
         // UTF-8 view from its end costs ten times as much).
-        var value = 0
-        if token.utf8.withContiguousStorageIfAvailable({ bytes -> Void in
-            for byte in bytes.suffix(4) { value = value &* 31 &+ Int(byte) }
-        }) == nil {
-            for byte in token.utf8.suffix(4) { value = value &* 31 &+ Int(byte) }
-        }
+        let mix = { (bytes: UnsafeBufferPointer<UInt8>) in bytes.suffix(4).reduce(0) { $0 &* 31 &+ Int($1) } }
+        let value = token.utf8.withContiguousStorageIfAvailable(mix) ?? Array(token.utf8.suffix(4)).withUnsafeBufferPointer(mix)
         return Int(UInt(bitPattern: value) % UInt(Self.shardCount))
     }
 
