@@ -215,7 +215,7 @@ let package = Package(
                 "TokenGuardService", "TokenGuardBatch", "TokenGuardCore", "TokenGuardCrypto", "TokenGuardFetch", "TokenGuardRedis",
                 "TokenGuardServer", "TokenGuardSync",
                 "TokenGuardTestSupport", "tokenguard", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings
         ),

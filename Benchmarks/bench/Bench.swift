@@ -263,16 +263,12 @@ struct Bench {
         // HTTP.
         let httpRuns = try await HTTPLoad.run(fixture: rsa, seconds: quick ? 1 : 5)
         var p99AtHalf = Double.nan
-        var p99AtHalfIdlePolling = Double.nan
         var maxima: [String: Double] = [:]
         var oneConnectionP50: [String: Double] = [:]
         var ratiosToFloor: [String: Double] = [:]
         for http in httpRuns {
-            // The idle-polling server is measured for latency only, at the rates of full verification.
-            if http.label != HTTPLoad.idlePollingLabel {
-                report.add("http", "\(http.label), max (16 conns, \(http.generator))", http.maximumPerSecond)
-                maxima[http.label] = http.maximumPerSecond
-            }
+            report.add("http", "\(http.label), max (16 conns, \(http.generator))", http.maximumPerSecond)
+            maxima[http.label] = http.maximumPerSecond
             if !http.ratiosToFloor.isEmpty {
                 let sorted = http.ratiosToFloor.sorted()
                 ratiosToFloor[http.label] = sorted[sorted.count / 2]
@@ -294,7 +290,6 @@ struct Bench {
                 report.add("http", "\(label) p99.9", p999, "ms")
                 // A scenario with refused answers measures no verdict's latency: the target is then left unmeasured.
                 if fraction == 0.5 && http.label.hasPrefix("POST /v1/verify RS256, full") && http.failures == 0 { p99AtHalf = p99 }
-                if fraction == 0.5 && http.label == HTTPLoad.idlePollingLabel && http.failures == 0 { p99AtHalfIdlePolling = p99 }
             }
         }
         if HTTPLoad.wrk == nil { report.notes.append("wrk is not installed: maxima are from the bench's own libcurl client") }
@@ -366,9 +361,6 @@ struct Bench {
         report.target("malformed_rejections_per_core", rejections, 4_000_000)
         report.target("two_core_scaling", ratio(multi["RS256"], single["RS256"]), 1.8, note: "RS256, \(cores) threads vs 1")
         report.target("http_p99_ms_at_half_load", p99AtHalf, 1, higherIsBetter: false, note: "open-loop generator, full RS256 verify")
-        report.target(
-            "http_p99_ms_at_half_load_idle_polling", p99AtHalfIdlePolling, 1, higherIsBetter: false,
-            note: "the same with server.idle_poll_microseconds: \(HTTPLoad.idlePollMicroseconds) (off by default)")
         report.target("http_cached_vs_floor", overFloor("POST /v1/verify RS256, cached"), 0.8, note: Self.pairedNote)
         report.target("http_full_vs_floor", overFloor("POST /v1/verify RS256, full"), 0.55, note: Self.pairedNote)
         if let peer = httpRate("Hummingbird + jwt-kit") {

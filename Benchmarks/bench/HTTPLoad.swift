@@ -30,8 +30,8 @@ enum HTTPLoad {
     }
 
     enum Server: Equatable {
-        /// tokenguard, with or without the verified-token cache, and with `server.idle_poll_microseconds` (0: off).
-        case tokenguard(cached: Bool, idlePollMicroseconds: Int = 0)
+        /// tokenguard, with or without the verified-token cache.
+        case tokenguard(cached: Bool)
         /// The Hummingbird + jwt-kit endpoint a team would write instead (no cache).
         case jwtkit
     }
@@ -40,9 +40,6 @@ enum HTTPLoad {
     struct Scenario: Sendable {
         var label: String
         var server: Server
-        /// Set for a scenario measured for latency only, at fractions of the maximum of the scenario so labelled (run
-        /// before it): the same request on a differently configured server.
-        var latencyAtRatesOf: String? = nil
         var request: @Sendable (_ base: String, _ token: String, _ nonce: String) -> HTTPRequest
     }
 
@@ -62,15 +59,7 @@ enum HTTPLoad {
         Scenario(label: "forward-auth RS256, cached token", server: .tokenguard(cached: true)) { base, token, nonce in forwardAuth(base, token, nonce)
         },
         Scenario(label: "Hummingbird + jwt-kit server, POST /v1/verify RS256", server: .jwtkit) { base, token, nonce in verify(base, token, nonce) },
-        Scenario(
-            label: idlePollingLabel, server: .tokenguard(cached: false, idlePollMicroseconds: idlePollMicroseconds),
-            latencyAtRatesOf: "POST /v1/verify RS256, full verification"
-        ) { base, token, nonce in verify(base, token, nonce) },
     ]
-
-    /// The idle-polling server's window, and its scenario (latency only, at the rates of full verification).
-    static let idlePollMicroseconds = 1000
-    static let idlePollingLabel = "idle-polling server (\(idlePollMicroseconds) µs): POST /v1/verify RS256, full verification"
 
     static func verify(_ base: String, _ token: String, _ nonce: String) -> HTTPRequest {
         let body = Array("{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}".utf8)
@@ -108,27 +97,22 @@ enum HTTPLoad {
     /// Every scenario in turn, each against a fresh server child.
     static func run(fixture: Fixture, seconds: Double, connections: Int = 16) async throws -> [Result] {
         var results: [Result] = []
-        for scenario in scenarios {
-            let maximum = scenario.latencyAtRatesOf.flatMap { label in results.first { $0.label == label }?.maximumPerSecond }
-            results.append(try await run(scenario, fixture: fixture, seconds: seconds, connections: connections, maximum: maximum))
-        }
+        for scenario in scenarios { results.append(try await run(scenario, fixture: fixture, seconds: seconds, connections: connections)) }
         return results
     }
 
-    /// One scenario against a fresh server; with `maximum`, only its latency at fractions of that rate.
-    static func run(_ scenario: Scenario, fixture: Fixture, seconds: Double, connections: Int, maximum: Double? = nil) async throws -> Result {
+    static func run(_ scenario: Scenario, fixture: Fixture, seconds: Double, connections: Int) async throws -> Result {
         let workspace = try TempWorkspace()
         let port = try FreeLoopbackPort.pick()
         var arguments: [String]
         switch scenario.server {
-        case .tokenguard(let cached, let idlePoll):
+        case .tokenguard(let cached):
             let jwks = try workspace.write("jwks.json", try SharedTestKeys.jwks([fixture.key]))
             let config = try workspace.write(
                 "bench.yaml",
                 """
                 token_cache_size: \(cached ? 10_000 : 0)
                 key_archive: ""
-                server: { idle_poll_microseconds: \(idlePoll) }
                 providers:
                   apple:
                     audiences: ["\(ProviderTokens.appleAudience)"]
@@ -166,10 +150,7 @@ enum HTTPLoad {
         guard (try? await client.send(request))?.status == 200 else { throw RunnerError("the bench server does not answer 200 to \(scenario.label)") }
 
         var result = Result(label: scenario.label, maximumPerSecond: 0, generator: "libcurl", oneConnection: nil, latency: [], failures: 0)
-        if let maximum {
-            result.maximumPerSecond = maximum
-            result.generator = "rates of \(scenario.latencyAtRatesOf ?? "")"
-        } else if let wrk {
+        if let wrk {
             let script = try workspace.write("request.lua", wrkScript(request))
             let many = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: seconds)
             let one = try runWrk(wrk, url: request.url, script: script, connections: 1, seconds: seconds)

@@ -44,7 +44,6 @@ package func buildApplication(
                 ("/readyz", [.get, .head]), ("/metrics", [.get, .head]), ("/v1/revocations", [.get, .head, .post, .delete]),
             ], allowedOneSegmentBelow: [("/v1/notifications/", [.post])]))
     let serverName = "tokenguard"
-    let idlePoller = settings.idlePollMicroseconds > 0 ? IdlePoller(window: settings.idlePollMicroseconds, logger: logger) : nil
     // Not at debug level: requests answered in the pipeline would miss the request log.
     let answering =
         logger.logLevel <= .debug
@@ -54,7 +53,7 @@ package func buildApplication(
         router: router,
         server: ServerEventLoops.httpServer(
             configuration: .init(
-                additionalChannelHandlers: [ClosingAfterResponse(idlePoller: idlePoller)], idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds))),
+                additionalChannelHandlers: [ClosingAfterResponse()], idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds))),
             answering: answering),
         configuration: .init(address: .hostname(host, port: port), serverName: serverName, reuseAddress: true),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
@@ -63,7 +62,6 @@ package func buildApplication(
         KeyRefreshService(
             sources: registry.fetchingSources, revocations: registry.revocations, tenantResolvers: Array(registry.tenantResolvers.values),
             startsAfter: keyRefreshStartsAfter))
-    if let idlePoller { application.addServices(idlePoller) }
     application.addServices(extraServices)
     return application
 }

@@ -47,11 +47,6 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
     /// The response that said close has been written whole: nothing is written after it.
     private var closeAnswered = false
 
-    /// Told of every answer written whole (``IdlePoller``), when idle polling is on.
-    private let idlePoller: IdlePoller?
-
-    init(idlePoller: IdlePoller? = nil) { self.idlePoller = idlePoller }
-
     /// A request part arriving now belongs to a request whose predecessor has not been answered yet.
     private var mustHold: Bool { !held.isEmpty || requestsEnded > responsesEnded }
 
@@ -149,7 +144,6 @@ final class ClosingAfterResponse: ChannelDuplexHandler, RemovableChannelHandler 
         case .end:
             responsesEnded += 1
             responseEnded = true
-            idlePoller?.answered()
             if closing { closeAnswered = true }
             if closing && scheduledClose == nil {
                 let channel = context.channel

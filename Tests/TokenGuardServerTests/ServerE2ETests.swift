@@ -896,29 +896,6 @@ struct ServerE2ETests {
         #expect(Date().timeIntervalSince(signalledAt) < 50, "the second signal ended the 60 s grace period")
     }
 
-    @Test("idle_poll_microseconds: the server answers with its CPUs kept from idling, and stops cleanly; out of range is exit 2")
-    func idlePolling() async throws {
-        let setup = try await start(extraConfig: "server: { idle_poll_microseconds: 500 }")
-        defer { setup.server.stop() }
-        let server = setup.server
-        for index in 0..<20 {
-            let raw = "idle-poll-\(index)-\(UUID().uuidString)"
-            let token = try setup.key.sign(ProviderTokens.apple(now: Int64(Date().timeIntervalSince1970), rawNonce: raw))
-            let response = try await server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(raw)\"}")
-            #expect(response.status == 200)
-        }
-        #expect(try await server.get("/healthz").status == 200)
-        #expect(server.log().contains("keeping CPUs from idling"))
-        #expect(await server.terminate(timeout: 20) == 0, "\(server.log().suffix(2000))")
-        let workspace = try TempWorkspace()
-        for value in ["-1", "10001", "\"fast\""] {
-            let bad = try workspace.write("bad.yaml", "server: { idle_poll_microseconds: \(value) }\n")
-            let result = try await BinaryRunner.run(["serve", "--config", bad])
-            #expect(result.status == 2, "\(value)")
-            #expect(result.stderr.contains("server.idle_poll_microseconds"), "\(result.stderr)")
-        }
-    }
-
     @Test("no config file: built-in defaults for the real providers; config errors exit 2")
     func defaultsAndConfigErrors() async throws {
         let workspace = try TempWorkspace()

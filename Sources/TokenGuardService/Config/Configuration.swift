@@ -109,9 +109,6 @@ package struct ServerLimits: Sendable, Equatable {
     package var adminKeys: CallerKeys? = nil
     /// Seconds suggested in `Retry-After` when keys or a provider are unavailable.
     package var retryAfterSeconds = 5
-    /// For how long after each answer the process's CPUs are kept from idling (`idle_poll_microseconds`; 0, the
-    /// default: never). See `IdlePoller` in TokenGuardServer.
-    package var idlePollMicroseconds = 0
 
     package init() {}
 
@@ -127,7 +124,7 @@ package struct ServerLimits: Sendable, Equatable {
             && lhs.idleTimeoutSeconds == rhs.idleTimeoutSeconds && lhs.shutdownGraceSeconds == rhs.shutdownGraceSeconds
             && lhs.callerKeysSource?.source == rhs.callerKeysSource?.source
             && lhs.adminKeysSource?.source == rhs.adminKeysSource?.source
-            && lhs.retryAfterSeconds == rhs.retryAfterSeconds && lhs.idlePollMicroseconds == rhs.idlePollMicroseconds
+            && lhs.retryAfterSeconds == rhs.retryAfterSeconds
     }
 }
 
@@ -293,7 +290,6 @@ extension Configuration {
             let fields = try server.mapping(allowed: [
                 "max_verify_body_bytes", "max_batch_body_bytes", "max_batch_items", "request_timeout_seconds", "idle_timeout_seconds",
                 "shutdown_grace_seconds", "caller_keys_env", "caller_keys_file", "admin_keys_env", "admin_keys_file",
-                "idle_poll_microseconds",
             ])
             var limits = ServerLimits()
             if let value = fields["max_verify_body_bytes"] { limits.maximumVerifyBodyBytes = try value.int(in: 1024...(16 << 20)) }
@@ -302,7 +298,6 @@ extension Configuration {
             if let value = fields["request_timeout_seconds"] { limits.requestTimeoutSeconds = try value.int(in: 1...600) }
             if let value = fields["idle_timeout_seconds"] { limits.idleTimeoutSeconds = try value.int(in: 1...3600) }
             if let value = fields["shutdown_grace_seconds"] { limits.shutdownGraceSeconds = try value.int(in: 0...300) }
-            if let value = fields["idle_poll_microseconds"] { limits.idlePollMicroseconds = try value.int(in: 0...10_000) }
             switch (fields["caller_keys_env"], fields["caller_keys_file"]) {
             case (.some(let env), .some): throw ConfigError(env.key, "give caller_keys_env or caller_keys_file, not both")
             case (.some(let env), nil):
