@@ -27,6 +27,9 @@ enum HTTPLoad {
         /// This request's rate over `GET /healthz` on the same server, measured in alternation (wrk, 1 s each): each
         /// round's ratio, in order. Empty for the floor itself, the peer server, and without wrk.
         var ratiosToFloor: [Double] = []
+        /// This request's rate over the scenario's `comparedWith` request on the same server, measured in alternation
+        /// as the floor is: each round's ratio, in order. Empty without a comparison or without wrk.
+        var ratiosToComparison: [Double] = []
     }
 
     enum Server: Equatable {
@@ -40,6 +43,8 @@ enum HTTPLoad {
     struct Scenario: Sendable {
         var label: String
         var server: Server
+        /// Another request whose rate this one's is compared with on the same server, in alternation.
+        var comparedWith: (@Sendable (_ base: String, _ token: String, _ nonce: String) -> HTTPRequest)? = nil
         var request: @Sendable (_ base: String, _ token: String, _ nonce: String) -> HTTPRequest
     }
 
@@ -53,7 +58,9 @@ enum HTTPLoad {
         },
         Scenario(label: "POST /v1/verify RS256, cached token", server: .tokenguard(cached: true)) { base, token, nonce in verify(base, token, nonce)
         },
-        Scenario(label: "forward-auth RS256, full verification", server: .tokenguard(cached: false)) { base, token, nonce in
+        // Compared with POST /v1/verify on the same server: the same verification, without a JSON body or verdict. Each
+        // over the floor on its own server, a minute apart, swung by a third between runs (0.78 to 1.00).
+        Scenario(label: "forward-auth RS256, full verification", server: .tokenguard(cached: false), comparedWith: verify) { base, token, nonce in
             forwardAuth(base, token, nonce)
         },
         Scenario(label: "forward-auth RS256, cached token", server: .tokenguard(cached: true)) { base, token, nonce in forwardAuth(base, token, nonce)
@@ -171,6 +178,33 @@ enum HTTPLoad {
                     let verify = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: 1)
                     result.failures += floor.failures + verify.failures
                     if floor.requestsPerSecond > 0 { result.ratiosToFloor.append(verify.requestsPerSecond / floor.requestsPerSecond) }
+                }
+                if let comparedWith = scenario.comparedWith {
+                    let other = comparedWith(base, token, fixture.nonce)
+                    let otherScript = try workspace.write("compared.lua", wrkScript(other))
+                    // In turn first and second (ABBA): a second run of a pair that is systematically slower or faster
+                    // would otherwise enter the ratio.
+                    for round in 0..<Self.floorRounds {
+                        func compare() throws -> WrkResult {
+                            try runWrk(wrk, url: other.url, script: otherScript, connections: connections, seconds: 1)
+                        }
+                        func measure() throws -> WrkResult {
+                            try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: 1)
+                        }
+                        let compared: WrkResult
+                        let this: WrkResult
+                        if round % 2 == 0 {
+                            compared = try compare()
+                            this = try measure()
+                        } else {
+                            this = try measure()
+                            compared = try compare()
+                        }
+                        result.failures += compared.failures + this.failures
+                        if compared.requestsPerSecond > 0 {
+                            result.ratiosToComparison.append(this.requestsPerSecond / compared.requestsPerSecond)
+                        }
+                    }
                 }
             }
         } else {
