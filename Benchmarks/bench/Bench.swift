@@ -105,7 +105,8 @@ struct Bench {
     /// How a `*_vs_floor` target was measured.
     static var pairedNote: String {
         HTTPLoad.wrk == nil
-            ? "the two maxima" : "median of \(HTTPLoad.floorRounds) paired 1 s wrk runs, /healthz then the request, on one server"
+            ? "the two maxima"
+            : "median of \(HTTPLoad.floorRounds) paired 1 s wrk runs, /healthz and the request each first in turn (ABBA), on one server"
     }
     var seconds: Double { quick ? 0.15 : 1.0 }
 

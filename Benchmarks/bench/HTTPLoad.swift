@@ -170,41 +170,29 @@ enum HTTPLoad {
             result.failures = many.failures + one.failures
             // The ratio to the floor from runs seconds apart swings with whatever else the machine does (0.67 to 0.85
             // for one build in two runs): here each verify second is paired with a /healthz second on this server, on
-            // the same cores, just before it.
+            // the same cores. Forward-auth is also paired so with POST /v1/verify.
             if case .tokenguard = scenario.server, !request.url.hasSuffix("/healthz") {
-                let floorScript = try workspace.write("floor.lua", wrkScript(HTTPRequest(url: base + "/healthz")))
-                for _ in 0..<Self.floorRounds {
-                    let floor = try runWrk(wrk, url: base + "/healthz", script: floorScript, connections: connections, seconds: 1)
-                    let verify = try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: 1)
-                    result.failures += floor.failures + verify.failures
-                    if floor.requestsPerSecond > 0 { result.ratiosToFloor.append(verify.requestsPerSecond / floor.requestsPerSecond) }
-                }
-                if let comparedWith = scenario.comparedWith {
-                    let other = comparedWith(base, token, fixture.nonce)
-                    let otherScript = try workspace.write("compared.lua", wrkScript(other))
+                func paired(with other: HTTPRequest, file: String) throws -> [Double] {
+                    let otherScript = try workspace.write(file, wrkScript(other))
+                    var ratios: [Double] = []
                     // In turn first and second (ABBA): a second run of a pair that is systematically slower or faster
                     // would otherwise enter the ratio.
                     for round in 0..<Self.floorRounds {
-                        func compare() throws -> WrkResult {
-                            try runWrk(wrk, url: other.url, script: otherScript, connections: connections, seconds: 1)
+                        func run(_ url: String, _ script: String) throws -> WrkResult {
+                            try runWrk(wrk, url: url, script: script, connections: connections, seconds: 1)
                         }
-                        func measure() throws -> WrkResult {
-                            try runWrk(wrk, url: request.url, script: script, connections: connections, seconds: 1)
-                        }
-                        let compared: WrkResult
-                        let this: WrkResult
-                        if round % 2 == 0 {
-                            compared = try compare()
-                            this = try measure()
-                        } else {
-                            this = try measure()
-                            compared = try compare()
-                        }
-                        result.failures += compared.failures + this.failures
-                        if compared.requestsPerSecond > 0 {
-                            result.ratiosToComparison.append(this.requestsPerSecond / compared.requestsPerSecond)
-                        }
+                        let baseFirst = round % 2 == 0
+                        let first = try baseFirst ? run(other.url, otherScript) : run(request.url, script)
+                        let second = try baseFirst ? run(request.url, script) : run(other.url, otherScript)
+                        let (baseline, this) = baseFirst ? (first, second) : (second, first)
+                        result.failures += baseline.failures + this.failures
+                        if baseline.requestsPerSecond > 0 { ratios.append(this.requestsPerSecond / baseline.requestsPerSecond) }
                     }
+                    return ratios
+                }
+                result.ratiosToFloor = try paired(with: HTTPRequest(url: base + "/healthz"), file: "floor.lua")
+                if let comparedWith = scenario.comparedWith {
+                    result.ratiosToComparison = try paired(with: comparedWith(base, token, fixture.nonce), file: "compared.lua")
                 }
             }
         } else {
