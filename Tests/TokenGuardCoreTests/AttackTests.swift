@@ -189,6 +189,23 @@ struct AttackTests {
         #expect(error.message.utf8.count < 300, "\(error.message.utf8.count) bytes")
     }
 
+    @Test("an empty sub, or an empty configured user-id claim, is malformed_token even when signed (fuzz finding)")
+    func emptyIdentity() throws {
+        let (key, verifier) = try appleSetup()
+        var claims = ProviderTokens.apple(now: now, rawNonce: nonce)
+        claims.set("sub", .string(""))
+        let result = verifier.verify(token: try key.sign(claims), nonce: nonce, at: now)
+        #expect(result.code == .malformedToken)
+        if case .failure(let error) = result { #expect(error.message.contains("sub is empty"), "\(error.message)") }
+        var policy = Verifiers.apple()
+        policy.userIDClaim = "email"
+        let byEmail = TokenVerifier(policy: policy, keySource: verifier.keySource)
+        claims = ProviderTokens.apple(now: now, rawNonce: nonce)
+        #expect(byEmail.verify(token: try key.sign(claims), nonce: nonce, at: now).verdict != nil)
+        claims.set("email", .string(""))
+        #expect(byEmail.verify(token: try key.sign(claims), nonce: nonce, at: now).code == .malformedToken)
+    }
+
     @Test("wrong issuer, audience and tenant")
     func wrongIssuerAudienceTenant() throws {
         let (key, verifier) = try appleSetup()

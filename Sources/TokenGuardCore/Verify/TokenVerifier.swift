@@ -299,8 +299,11 @@ public final class TokenVerifier: Sendable {
         if reader.contains(.events) {
             throw VerificationError(.invalidTokenType, "the payload carries events: a server-to-server notification is not an ID token")
         }
+        // An empty identity names no one: a backend keying accounts by it would put every such token in one account.
         let subject = try reader.requiredString(.sub)
+        guard !subject.isEmpty else { throw VerificationError(.malformedToken, "claim sub is empty") }
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
+        guard !userID.isEmpty else { throw VerificationError(.malformedToken, "claim \(policy.userIDClaim.excerpt(bytes: 64)) is empty") }
         if let undecidedTenant { throw undecidedTenant }
         let email = try reader.string(.email)
         return Verdict(
