@@ -6,8 +6,8 @@ import TokenGuardService
 
 /// Runs a batch (`tokenguard batch`): reads a bounded chunk of lines, verifies it with `jobs` concurrent workers,
 /// writes the chunk's verdicts in input order, and repeats. The next chunk is read while one is verified, and a
-/// chunk's verdicts are written before the run waits for the next, so a producer that waits for its answers gets
-/// them. Memory is bounded by two chunks, whatever the input size.
+/// chunk's verdicts are written while the next is verified, so the workers never wait for output, and a producer that
+/// waits for its answers gets them. Memory is bounded by two chunks read and two answered, whatever the input size.
 package struct BatchRunner: Sendable {
     package let processor: BatchProcessor
     package let jobs: Int
@@ -61,6 +61,7 @@ package struct BatchRunner: Sendable {
         let started = DispatchTime.now()
         var lastProgress = started
         let source = ChunkSource(reader: reader, shard: shard)
+        let sink = ChunkSink(output: output)
         var pending = Task { await source.next() }
         while true {
             source.consumerWaiting.store(true, ordering: .releasing)
@@ -70,15 +71,14 @@ package struct BatchRunner: Sendable {
             if !chunk.isLast { pending = Task { await source.next() } }
             if !chunk.lines.isEmpty {
                 let results = await verify(chunk.lines)
-                var out: [UInt8] = []
-                out.reserveCapacity(chunk.bytes * 2 + results.count * 64)
                 for result in results {
-                    out.append(contentsOf: result.json)
-                    out.append(UInt8(ascii: "\n"))
                     summary.lines += 1
                     if let code = result.code { summary.counts[code, default: 0] += 1 } else { summary.valid += 1 }
                 }
-                try output.write(out)
+                // One chunk is written at a time: a slow reader of the output holds the run back instead of letting
+                // answers pile up, and a failed write ends the run at the next chunk.
+                try await sink.finished()
+                sink.write(results)
             }
             let now = DispatchTime.now()
             if let progress, now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 250_000_000 {
@@ -86,9 +86,14 @@ package struct BatchRunner: Sendable {
                 let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
                 progress("\r" + Self.progressLine(lines: summary.lines, elapsed: elapsed, bytesRead: chunk.bytesRead, totalBytes: totalBytes))
             }
-            if let error = chunk.error { throw error }
+            if let error = chunk.error {
+                // What was read before the failure is answered first.
+                try await sink.finished()
+                throw error
+            }
             if chunk.isLast { break }
         }
+        try await sink.finished()
         progress?("\r\u{1B}[K")
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return summary
@@ -147,6 +152,47 @@ private final class NextIndex: Sendable {
     private let counter = Atomic<Int>(0)
 
     func take() -> Int { counter.add(1, ordering: .relaxed).oldValue }
+}
+
+/// Writes each chunk's verdicts, in order, on a dispatch queue of its own: a write that blocks on a slow reader of the
+/// output must not hold a cooperative thread, and the workers go on to the next chunk while the bytes are copied out.
+final class ChunkSink: @unchecked Sendable {
+    // @unchecked Sendable: `buffer` and `failure` are touched only on `queue`, one chunk at a time.
+    private let output: FileDescriptorWriter
+    private let queue = DispatchQueue(label: "tokenguard.batch.write")
+    /// One chunk's output text, reused: its pages stay mapped from one chunk to the next.
+    private var buffer: [UInt8] = []
+    private var failure: IOError?
+
+    init(output: FileDescriptorWriter) {
+        self.output = output
+    }
+
+    /// Starts writing `results`, one line each, after whatever was handed over before.
+    func write(_ results: [BatchProcessor.Output]) {
+        queue.async {
+            // After a failed write nothing more is written: the output is gone or broken, and the run is ending.
+            guard self.failure == nil else { return }
+            self.buffer.removeAll(keepingCapacity: true)
+            for result in results {
+                self.buffer.append(contentsOf: result.json)
+                self.buffer.append(UInt8(ascii: "\n"))
+            }
+            do throws(IOError) {
+                try self.output.write(self.buffer)
+            } catch {
+                self.failure = error
+            }
+        }
+    }
+
+    /// Waits until everything handed over is written; throws the first write's failure.
+    func finished() async throws {
+        let failure: IOError? = await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: self.failure) }
+        }
+        if let failure { throw failure }
+    }
 }
 
 /// Cuts the input into chunks on a dispatch queue of its own: a read that blocks on a slow producer must not hold
