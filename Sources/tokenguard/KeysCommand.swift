@@ -42,14 +42,15 @@ struct KeysCommand: AsyncParsableCommand {
                                 ]))
                         }))
             }
-            if let entries = try? archive?.entries(provider: name) {
+            if let entries = try? archive?.entries(provider: name, source: nil) {
                 entry.set(
                     "archived",
                     .array(
                         entries.map {
                             .object(
                                 JSONObject([
-                                    ("kid", .string($0.keyID)), ("thumbprint", .string($0.thumbprint)), ("first_seen", .integer($0.firstSeen)),
+                                    ("kid", .string($0.keyID)), ("thumbprint", .string($0.thumbprint)), ("source", .string($0.source)),
+                                    ("first_seen", .integer($0.firstSeen)),
                                     ("last_seen", .integer($0.lastSeen)),
                                 ]))
                         }))

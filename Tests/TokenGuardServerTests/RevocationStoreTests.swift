@@ -32,11 +32,32 @@ struct RevocationStoreTests {
         let archivePath = workspace.url.appendingPathComponent("keys.sqlite").path
         let archive = try KeyArchive(path: archivePath)
         try await DatabaseQueue(path: archivePath).write { db in
-            try db.execute(sql: "INSERT INTO keys VALUES ('apple', 'k', 't', '{}', 'first', 'last'), ('apple', 'k2', 't2', x'00', 1, 2)")
+            try db.execute(
+                sql: """
+                    INSERT INTO key_versions VALUES ('apple', 's', 'k', 't', '{}', 'first', 'last'), ('apple', 's', 'k2', 't2', x'00', 1, 2),
+                    ('apple', x'73', 'k3', 't3', '{}', 100000, 100001)
+                    """)
             try db.execute(sql: "INSERT INTO tenant_names VALUES ('a', 'n', 5, 'x')")
         }
-        #expect(try archive.entries(provider: "apple").isEmpty)
+        #expect(try archive.entries(provider: "apple", source: nil).isEmpty)
         #expect(try archive.tenants(authority: "a").isEmpty)
+    }
+
+    @Test("an archive from before key sources opens, and its keys (whose source is unknown) are never read")
+    func archiveWithoutSources() async throws {
+        let workspace = try TempWorkspace()
+        let path = workspace.url.appendingPathComponent("keys.sqlite").path
+        let jwk = try SharedTestKeys.jwks([try SharedTestKeys.rsa()])
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE keys (provider TEXT NOT NULL, kid TEXT NOT NULL, thumbprint TEXT NOT NULL, jwk TEXT NOT NULL,
+                    first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, PRIMARY KEY (provider, kid, thumbprint));
+                    INSERT INTO keys VALUES ('apple', 'k', 't', ?, 1767000000, 1767000000)
+                    """, arguments: [jwk])
+        }
+        let archive = try KeyArchive(path: path)
+        #expect(try archive.entries(provider: "apple", source: nil).isEmpty)
     }
 
     @Test("a store file moved, replaced or deleted under a running reader: reopened, or an error (fail closed), never the old file")
@@ -144,7 +165,7 @@ struct SQLiteFirstOpenTests {
             let store = try SQLiteRevocationStore(path: revocationsPath)
             _ = try await store.version()
             #expect(try await store.all().isEmpty)
-            #expect(try KeyArchive(path: archivePath).entries(provider: "apple").isEmpty)
+            #expect(try KeyArchive(path: archivePath).entries(provider: "apple", source: nil).isEmpty)
         }
     }
 
@@ -164,7 +185,7 @@ struct SQLiteFirstOpenTests {
             CREATE TRIGGER undo AFTER INSERT ON revocations BEGIN DELETE FROM revocations; END
             """,
             "CREATE TABLE t (a); CREATE VIEW revocations AS SELECT a AS provider, a AS subject, a AS not_before FROM t",
-            "CREATE TABLE keys (provider TEXT NOT NULL, kid TEXT NOT NULL, jwk TEXT NOT NULL, PRIMARY KEY (provider, kid))",
+            "CREATE TABLE key_versions (provider TEXT NOT NULL, kid TEXT NOT NULL, jwk TEXT NOT NULL, PRIMARY KEY (provider, kid))",
             "CREATE TABLE tenant_names (authority TEXT NOT NULL, name TEXT NOT NULL, tenant_id INTEGER NOT NULL, resolved_at INTEGER NOT NULL, PRIMARY KEY (authority, name))",
         ])
     func foreignTables(sql: String) async throws {
@@ -172,7 +193,7 @@ struct SQLiteFirstOpenTests {
         let path = workspace.url.appendingPathComponent("file.sqlite").path
         try await DatabaseQueue(path: path).write { db in try db.execute(sql: sql) }
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
-        let isArchive = sql.contains("TABLE keys") || sql.contains("TABLE tenant_names")
+        let isArchive = sql.contains("TABLE key_versions") || sql.contains("TABLE tenant_names")
         #expect(throws: (any Error).self) {
             if isArchive { _ = try KeyArchive(path: path) } else { _ = try SQLiteRevocationStore(path: path) }
         }
@@ -187,7 +208,7 @@ struct SQLiteFirstOpenTests {
         try await SQLiteRevocationStore(path: revocationsPath).put(Revocation(provider: "apple", subject: "s", notBefore: 5))
         _ = try KeyArchive(path: archivePath)
         // A tokenguard that still makes its tables with GRDB's migrator (the same migration names) finds nothing to do.
-        for (path, names) in [(revocationsPath, ["v1"]), (archivePath, ["v1", "v2-tenant-names"])] {
+        for (path, names) in [(revocationsPath, ["v1"]), (archivePath, ["v1", "v2-tenant-names", "v3-key-sources"])] {
             var migrator = DatabaseMigrator()
             for name in names { migrator.registerMigration(name) { _ in Issue.record("migration \(name) ran again on \(path)") } }
             try migrator.migrate(try DatabaseQueue(path: path))

@@ -253,12 +253,56 @@ struct JWKSKeySourceTests {
         let first = source(idp, archive: archive)
         await first.refresh()
         // The archive write happens after the fetch, off the verification path; wait for it (bounded).
-        for _ in 0..<100 where (try? archive.entries(provider: "apple"))?.isEmpty ?? true { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(try archive.entries(provider: "apple").count == 1)
+        for _ in 0..<100 where (try? archive.entries(provider: "apple", source: nil))?.isEmpty ?? true {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try archive.entries(provider: "apple", source: nil).count == 1)
         idp.fail(with: FakeHTTPServer.Response(status: 500))
         let restarted = source(idp, archive: try KeyArchive(path: archive.path))
         #expect(restarted.currentKeys().isSuccess, "archived keys usable at once")
         #expect(await verify(restarted, try token(key)).verdict != nil)
+    }
+
+    @Test(
+        "archived keys stand in only for the source that published them: a provider re-pointed at another IdP (a dev IdP's config promoted to production) does not inherit its keys"
+    )
+    func archiveIsBoundToItsSource() async throws {
+        let workspace = try TempWorkspace()
+        let archive = try KeyArchive(path: workspace.url.appendingPathComponent("keys.sqlite").path)
+        let developmentKey = try SharedTestKeys.rsa()
+        let development = try IdP(keys: [developmentKey])
+        let first = source(development, archive: archive)
+        await first.refresh()
+        for _ in 0..<100 where (try? archive.entries(provider: "apple", source: nil))?.isEmpty ?? true {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try archive.entries(provider: "apple", source: first.archiveSource).count == 1)
+        // The same provider name, now pointed at another JWKS that cannot be reached (red team: the dev IdP's key
+        // verified "Apple" tokens until the first fetch, or for a day during an outage, and forever at a past time).
+        let production = try IdP(keys: [try SharedTestKeys.p256()])
+        production.fail(with: FakeHTTPServer.Response(status: 500))
+        let repointed = source(production, archive: try KeyArchive(path: archive.path))
+        #expect(repointed.archiveSource != first.archiveSource)
+        #expect(repointed.currentKeys().isFailureWith(.keysUnavailable), "no keys of another source stand in")
+        let forged = try token(developmentKey)
+        #expect(await verify(repointed, forged).code == .keysUnavailable)
+        #expect(await verify(repointed, forged, historical: true).verdict == nil, "nor at a past time")
+        // The original source still gets its own keys back.
+        development.fail(with: FakeHTTPServer.Response(status: 500))
+        let restarted = source(development, archive: try KeyArchive(path: archive.path))
+        #expect(restarted.currentKeys().isSuccess)
+        // Sources are told apart by every part of the location.
+        let discovery = { (issuer: String, hosts: [String], dev: Bool) in
+            JWKSKeySource(
+                provider: "apple", location: .discovery(issuer: issuer, jwksHosts: hosts, devIdP: dev),
+                fetcher: Self.client(timeoutMilliseconds: 1000)
+            ).archiveSource
+        }
+        let sources = [
+            discovery("https://idp.example", [], false), discovery("https://idp.example", ["keys.example"], false),
+            discovery("https://idp.example", [], true), discovery("https://idp.example/", [], false), first.archiveSource,
+        ]
+        #expect(Set(sources).count == sources.count)
     }
 
     @Test("the archive keeps each provider's 1,000 most recently seen key versions, however many an IdP publishes")
@@ -266,17 +310,17 @@ struct JWKSKeySourceTests {
         let workspace = try TempWorkspace()
         let archive = try KeyArchive(path: workspace.url.appendingPathComponent("keys.sqlite").path)
         let other = try KeySet.parse(jwks: Array(try SharedTestKeys.jwks([try SharedTestKeys.p256()]).utf8)).keys
-        try archive.record(provider: "other", keys: other, seenAt: 1_767_000_000)
+        try archive.record(provider: "other", source: "jwks https://other.example/keys", keys: other, seenAt: 1_767_000_000)
         // 1,020 new Ed25519 keys, 20 per fetch, each fetch a second later.
         for fetch in 0..<51 {
             let keys = try (0..<20).map { try TestKey(.ed25519, keyID: "k\(fetch * 20 + $0)") }
             let set = try KeySet.parse(jwks: Array(try SharedTestKeys.jwks(keys).utf8))
-            try archive.record(provider: "flood", keys: set.keys, seenAt: 1_767_000_000 + Int64(fetch))
+            try archive.record(provider: "flood", source: "jwks https://flood.example/keys", keys: set.keys, seenAt: 1_767_000_000 + Int64(fetch))
         }
-        let kept = Set(try archive.entries(provider: "flood").map(\.keyID))
+        let kept = Set(try archive.entries(provider: "flood", source: nil).map(\.keyID))
         #expect(kept.count == KeyArchive.maximumKeysPerProvider)
         #expect(!kept.contains("k0") && !kept.contains("k19") && kept.contains("k20") && kept.contains("k1019"), "the oldest fetch's keys go first")
-        #expect(try archive.entries(provider: "other").count == 1, "another provider's keys are untouched")
+        #expect(try archive.entries(provider: "other", source: nil).count == 1, "another provider's keys are untouched")
     }
 
     @Test("a corrupt archive file is reported and refused; verification goes on without it")
@@ -302,7 +346,7 @@ struct JWKSKeySourceTests {
         try idp.publish([new])
         clock.set(t0 + 20 * 86_400)
         await source.refresh()  // old withdrawn
-        for _ in 0..<100 where (try? archive.entries(provider: "apple").count) != 2 { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<100 where (try? archive.entries(provider: "apple", source: nil).count) != 2 { try await Task.sleep(for: .milliseconds(20)) }
         // The archive is re-read after each write; give that a moment too.
         try await Task.sleep(for: .milliseconds(100))
         let issued = Int64(t0) + 5 * 86_400
@@ -341,8 +385,8 @@ struct JWKSKeySourceTests {
         await source.refresh()
         try idp.publish([impostor])
         await source.refresh()
-        for _ in 0..<100 where (try? archive.entries(provider: "apple").count) != 2 { try await Task.sleep(for: .milliseconds(20)) }
-        let entries = try archive.entries(provider: "apple")
+        for _ in 0..<100 where (try? archive.entries(provider: "apple", source: nil).count) != 2 { try await Task.sleep(for: .milliseconds(20)) }
+        let entries = try archive.entries(provider: "apple", source: nil)
         #expect(entries.count == 2)
         #expect(Set(entries.map(\.keyID)) == [original.keyID])
         #expect(Set(entries.map(\.thumbprint)).count == 2)

@@ -471,6 +471,16 @@ package final class JWKSKeySource: KeySource {
 
     // MARK: - Archive
 
+    /// Where this source's keys come from, as the archive records it: archived keys stand in only for the same place
+    /// (the JWKS URL, or the discovery issuer with the hosts its `jwks_uri` may name and whether it is a development IdP).
+    package var archiveSource: String {
+        switch location {
+        case .jwks(let url): "jwks \(url)"
+        case .discovery(let issuer, let jwksHosts, let devIdP):
+            "discovery \(issuer) jwks_hosts=\(jwksHosts.joined(separator: ","))\(devIdP ? " dev_idp" : "")"
+        }
+    }
+
     /// Records the fetched keys on the archive's own queue (SQLite is blocking I/O: never on the cooperative pool).
     /// A failed write is logged and counted; the keys in memory are unaffected.
     private func archiveKeys(_ keySet: KeySet, at now: Double) async {
@@ -480,7 +490,7 @@ package final class JWKSKeySource: KeySource {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Self.archiveQueue.async {
                 do {
-                    try archive.record(provider: provider, keys: keySet.keys, seenAt: Int64(now))
+                    try archive.record(provider: provider, source: self.archiveSource, keys: keySet.keys, seenAt: Int64(now))
                     self.reloadRetired()
                 } catch {
                     Counter(label: "tokenguard_key_archive_errors_total", dimensions: [("provider", provider)]).increment()
@@ -499,8 +509,10 @@ package final class JWKSKeySource: KeySource {
         do {
             let since = now - policy.maximumStaleAge
             // Rows claiming to be seen in the future would count as fresh forever: only the past counts.
-            let recent = try archive.entries(provider: provider, lastSeenSince: since.isFinite ? Int64(max(0, min(since, 1e15))) : 0)
-                .filter { Double($0.lastSeen) <= now + 300 }
+            let recent = try archive.entries(
+                provider: provider, source: archiveSource, lastSeenSince: since.isFinite ? Int64(max(0, min(since, 1e15))) : 0
+            )
+            .filter { Double($0.lastSeen) <= now + 300 }
             // The last good set: the keys seen in the most recent fetch (every key of one fetch shares its time).
             let lastSeen = recent.map(\.lastSeen).max()
             let keys = recent.filter { $0.lastSeen == lastSeen }.compactMap { $0.verificationKey(window: false) }
@@ -520,7 +532,7 @@ package final class JWKSKeySource: KeySource {
     }
 
     private func reloadRetired() {
-        guard let archive, let entries = try? archive.entries(provider: provider) else { return }
+        guard let archive, let entries = try? archive.entries(provider: provider, source: archiveSource) else { return }
         let current = Set(state.withLock { $0.keys?.keys.map(\.thumbprint) ?? [] })
         let retired = entries.filter { !current.contains($0.thumbprint) }.compactMap { $0.verificationKey(window: true) }
         state.withLock { $0.retired = retired }
