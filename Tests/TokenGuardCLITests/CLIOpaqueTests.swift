@@ -15,7 +15,7 @@ struct CLIOpaqueTests {
             }
             return token == "gho_ours"
                 ? .json("{\"scopes\":[],\"app\":{\"client_id\":\"Iv1.abc\"},\"user\":{\"login\":\"octocat\",\"id\":1},\"expires_at\":null}")
-                : .json("{\"message\":\"Not Found\"}", status: 404)
+                : .json(OpaqueTokenFixtures.gitHubNotFound, status: 404)
         }
         let workspace = try TempWorkspace()
         let config = try workspace.write(

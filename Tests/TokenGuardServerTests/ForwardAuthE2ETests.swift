@@ -229,7 +229,7 @@ struct ForwardAuthE2ETests {
         github.respond { request in
             calls.withLock { $0 += 1 }
             let token = (try? JSONParser.parseObject(request.body))?["access_token"]?.stringValue ?? ""
-            guard token.hasPrefix("gho_valid") else { return .json("{\"message\":\"Not Found\"}", status: 404) }
+            guard token.hasPrefix("gho_valid") else { return .json(OpaqueTokenFixtures.gitHubNotFound, status: 404) }
             return FakeHTTPServer.Response(
                 status: 200, headers: [("Content-Type", "application/json")],
                 body: Array(

@@ -25,7 +25,7 @@ struct OpaqueTokenTests {
         try FakeHTTPServer { request in
             let expected = "Basic " + Data("\(clientID):\(clientSecret)".utf8).base64EncodedString()
             guard request.method == "POST", request.path == "/applications/\(clientID)/token" else {
-                return .json("{\"message\":\"Not Found\"}", status: 404)
+                return .json(OpaqueTokenFixtures.gitHubNotFound, status: 404)
             }
             guard request.headers["authorization"] == expected else {
                 return .json("{\"message\":\"Requires authentication\",\"documentation_url\":\"https://docs.github.com/rest\"}", status: 401)
@@ -61,7 +61,7 @@ struct OpaqueTokenTests {
     @Test("GitHub: a token of this app verifies with user id, login, scopes; repeated checks are served from the cache")
     func githubValid() async throws {
         let server = try Self.github { token in
-            token == "gho_valid123" ? Self.githubAuthorization(token: token) : .json("{\"message\":\"Not Found\"}", status: 404)
+            token == "gho_valid123" ? Self.githubAuthorization(token: token) : .json(OpaqueTokenFixtures.gitHubNotFound, status: 404)
         }
         let verifier = Self.githubVerifier(server)
         let verdict = try #require(await verifier.verify(token: "gho_valid123").verdict)
@@ -95,7 +95,34 @@ struct OpaqueTokenTests {
                 FakeHTTPServer.Response.json("{\"message\":\"Not Found\",\"documentation_url\":\"https://docs.github.com/rest\"}", status: 404),
                 ErrorCode.tokenInactive
             ),
-            ("validation", FakeHTTPServer.Response.json("{\"message\":\"Validation Failed\",\"errors\":[]}", status: 422), .tokenInactive),
+            (
+                "validation",
+                FakeHTTPServer.Response.json(
+                    #"{"message":"Validation Failed","errors":[],"documentation_url":"https://docs.github.com/rest/apps/oauth-applications"}"#,
+                    status: 422), .tokenInactive
+            ),
+            // Red team: a 404 or 422 that is not GitHub's own error (a proxy's page, a wrong api_url path, a gateway's
+            // JSON) made every sign-in a rejection; it is an outage.
+            (
+                "404 html", FakeHTTPServer.Response(status: 404, headers: [("Content-Type", "text/html")], body: Array("<h1>404</h1>".utf8)),
+                .keysUnavailable
+            ),
+            ("404 empty", FakeHTTPServer.Response(status: 404, body: []), .keysUnavailable),
+            (
+                "422 html", FakeHTTPServer.Response(status: 422, headers: [("Content-Type", "text/html")], body: Array("<p>no</p>".utf8)),
+                .keysUnavailable
+            ),
+            ("404 gateway json", FakeHTTPServer.Response.json(#"{"message":"no Route matched with those values"}"#, status: 404), .keysUnavailable),
+            (
+                "404 GitHub's body as text/html",
+                FakeHTTPServer.Response(status: 404, headers: [("Content-Type", "text/html")], body: Array(OpaqueTokenFixtures.gitHubNotFound.utf8)),
+                .keysUnavailable
+            ),
+            (
+                "404 documentation elsewhere",
+                FakeHTTPServer.Response.json(#"{"message":"Not Found","documentation_url":"https://docs.github.com.evil.example/"}"#, status: 404),
+                .keysUnavailable
+            ),
             ("another app", Self.githubAuthorization(token: "x", appClientID: "Iv1.someoneelse"), .tokenInactive),
             ("500", FakeHTTPServer.Response.json("{\"message\":\"Server Error\"}", status: 500), .keysUnavailable),
             ("malformed", FakeHTTPServer.Response.json("{\"id\": ", status: 200), .keysUnavailable),

@@ -81,3 +81,10 @@ package enum ProviderTokens {
         return JSONWriter.string(.object(JSONObject([("keys", .array(entries))])))
     }
 }
+
+/// Upstream answers of the opaque-token providers, as they send them.
+package enum OpaqueTokenFixtures {
+    /// GitHub's `404` for a token it does not know for the app (its REST error shape).
+    package static let gitHubNotFound =
+        #"{"message":"Not Found","documentation_url":"https://docs.github.com/rest/apps/oauth-applications#check-a-token","status":"404"}"#
+}

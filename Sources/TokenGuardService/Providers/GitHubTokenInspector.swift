@@ -55,6 +55,14 @@ package struct GitHubTokenInspector: OpaqueTokenInspector {
         case 200:
             return verdict(from: response, now: now)
         case 404, 422:
+            // Only GitHub's own answer says so. A proxy's or load balancer's error page, or an `api_url` without its
+            // path (GitHub Enterprise Server's /api/v3), answers 404 as well: that is an outage, never every user's
+            // token refused.
+            guard Self.isGitHubError(response) else {
+                return .failure(
+                    VerificationError(
+                        .keysUnavailable, "GitHub's API URL answered \(response.status) without GitHub's error body", retryAfterSeconds: 5))
+            }
             return .failure(VerificationError(.tokenInactive, "GitHub does not know this token for this app (revoked, expired or another app's)"))
         case 401:
             return .failure(VerificationError(.keysUnavailable, "GitHub refused our client credentials (401): check client_id and the client secret"))
@@ -66,6 +74,16 @@ package struct GitHubTokenInspector: OpaqueTokenInspector {
         default:
             return .failure(VerificationError(.keysUnavailable, "GitHub answered \(response.status)", retryAfterSeconds: 5))
         }
+    }
+
+    /// GitHub's REST error: a JSON body (`application/json`) whose object has a string `message` and a string
+    /// `documentation_url` on docs.github.com.
+    static func isGitHubError(_ response: HTTPResponse) -> Bool {
+        guard let type = response.header("content-type"), ASCII.lowercased(type).utf8.starts(with: "application/json".utf8),
+            let object = try? JSONParser.parseObject(response.body), object["message"]?.stringValue != nil,
+            let documentation = object["documentation_url"]?.stringValue
+        else { return false }
+        return documentation.utf8.starts(with: "https://docs.github.com/".utf8)
     }
 
     private func verdict(from response: HTTPResponse, now: Double) -> VerificationResult {
