@@ -65,7 +65,7 @@ package struct BatchRunner: Sendable {
         var pending = Task { await source.next() }
         while true {
             source.consumerWaiting.store(true, ordering: .releasing)
-            let chunk = await pending.value
+            let chunk = try await Self.next(pending, unlessFailed: sink)
             source.consumerWaiting.store(false, ordering: .releasing)
             // The next chunk is read while this one is verified; at most two are in memory.
             if !chunk.isLast { pending = Task { await source.next() } }
@@ -97,6 +97,18 @@ package struct BatchRunner: Sendable {
         progress?("\r\u{1B}[K")
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return summary
+    }
+
+    /// The next chunk, or the first failed write's error if that comes first: a run whose output is gone ends at once,
+    /// not when its input next has a line (a producer may be idle for hours). The read goes on, but the run is ending.
+    private static func next(_ pending: Task<ChunkSource.Chunk, Never>, unlessFailed sink: ChunkSink) async throws -> ChunkSource.Chunk {
+        let outcome: Result<ChunkSource.Chunk, IOError> = await withCheckedContinuation { continuation in
+            let first = ResumeOnce(continuation)
+            sink.whenFailed { first.resume(returning: .failure($0)) }
+            Task { first.resume(returning: .success(await pending.value)) }
+        }
+        sink.withdrawFailureWaiter()
+        return try outcome.get()
     }
 
     /// `[#######.............]  35%  120000 lines  41000 tokens/s  ETA 0:07` (bar and ETA only for a file).
@@ -154,15 +166,33 @@ private final class NextIndex: Sendable {
     func take() -> Int { counter.add(1, ordering: .relaxed).oldValue }
 }
 
+/// Resumes a continuation with the first of several outcomes; the later ones are dropped.
+private final class ResumeOnce<Value: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<Value, Never>?>
+
+    init(_ continuation: CheckedContinuation<Value, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(returning value: Value) {
+        continuation.withLock { pending in
+            pending?.resume(returning: value)
+            pending = nil
+        }
+    }
+}
+
 /// Writes each chunk's verdicts, in order, on a dispatch queue of its own: a write that blocks on a slow reader of the
 /// output must not hold a cooperative thread, and the workers go on to the next chunk while the bytes are copied out.
 final class ChunkSink: @unchecked Sendable {
-    // @unchecked Sendable: `buffer` and `failure` are touched only on `queue`, one chunk at a time.
+    // @unchecked Sendable: `buffer`, `failure` and `failureWaiter` are touched only on `queue`, one chunk at a time.
     private let output: FileDescriptorWriter
     private let queue = DispatchQueue(label: "tokenguard.batch.write")
     /// One chunk's output text, reused: its pages stay mapped from one chunk to the next.
     private var buffer: [UInt8] = []
     private var failure: IOError?
+    /// Told of the first failed write, if it comes while the run waits for input.
+    private var failureWaiter: (@Sendable (IOError) -> Void)?
 
     init(output: FileDescriptorWriter) {
         self.output = output
@@ -182,8 +212,22 @@ final class ChunkSink: @unchecked Sendable {
                 try self.output.write(self.buffer)
             } catch {
                 self.failure = error
+                self.failureWaiter?(error)
+                self.failureWaiter = nil
             }
         }
+    }
+
+    /// Calls `body` with the first failed write's error: at once if a write has failed already, else when one does,
+    /// unless ``withdrawFailureWaiter()`` comes first.
+    func whenFailed(_ body: @escaping @Sendable (IOError) -> Void) {
+        queue.async {
+            if let failure = self.failure { body(failure) } else { self.failureWaiter = body }
+        }
+    }
+
+    func withdrawFailureWaiter() {
+        queue.async { self.failureWaiter = nil }
     }
 
     /// Waits until everything handed over is written; throws the first write's failure.

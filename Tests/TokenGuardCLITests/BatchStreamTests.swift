@@ -83,6 +83,30 @@ struct BatchStreamTests {
         #expect(summary.contains("3 lines, 2 valid"), "\(summary)")
     }
 
+    @Test("an output whose reader has gone ends the run at once (exit 2), though the input stays open and idle")
+    func vanishedReaderWhileTheInputIsIdle() async throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let errors = try workspace.write("stderr", "")
+        let (process, input, output) = try startStreaming(config: config, errors: errors)
+        defer { if process.isRunning { process.terminate() } }
+        let line = Data("{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\"}\n".utf8)
+        input.fileHandleForWriting.write(line)
+        var buffered: [UInt8] = []
+        _ = try #require(readLine(output.fileHandleForReading.fileDescriptor, buffered: &buffered, seconds: 20), "the first answer")
+        try output.fileHandleForReading.close()
+        // This answer's write fails; no line follows, and standard input stays open. Red team: the run waited for the
+        // next input line before it noticed, so an idle producer kept a batch with nowhere to answer alive for hours.
+        input.fileHandleForWriting.write(line)
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning, "still running 20 s after its output failed")
+        await process.exited()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 2, "status \(process.terminationStatus)")
+        #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
+        try input.fileHandleForWriting.close()
+    }
+
     /// Runs `tokenguard ARGS` through the shell with `redirect` applied (`>&-`: standard output closed).
     func runRedirected(_ arguments: [String], redirect: String) async throws -> (exited: Bool, status: Int32, stderr: String) {
         let workspace = try TempWorkspace()

@@ -303,6 +303,11 @@ struct JWKSKeySourceTests {
             discovery("https://idp.example", [], true), discovery("https://idp.example/", [], false), first.archiveSource,
         ]
         #expect(Set(sources).count == sources.count)
+        // ...but jwks_hosts is a set: reordered or repeated in the config, it is the same source (red team: a
+        // reordered list dropped the archive, and with it the keys an outage at start-up relies on).
+        #expect(
+            discovery("https://idp.example", ["b.example", "a.example"], false)
+                == discovery("https://idp.example", ["a.example", "b.example", "a.example"], false))
     }
 
     @Test("the archive keeps each provider's 1,000 most recently seen key versions, however many an IdP publishes")

@@ -91,9 +91,21 @@ struct OpaqueTokenTests {
         "GitHub: inactive tokens and provider faults",
         arguments: [
             (
-                "revoked",
-                FakeHTTPServer.Response.json("{\"message\":\"Not Found\",\"documentation_url\":\"https://docs.github.com/rest\"}", status: 404),
+                "revoked", FakeHTTPServer.Response.json(OpaqueTokenFixtures.gitHubNotFound, status: 404),
                 ErrorCode.tokenInactive
+            ),
+            (
+                "revoked, Enterprise Server",
+                FakeHTTPServer.Response.json(
+                    #"{"message":"Not Found","documentation_url":"https://docs.github.com/enterprise-server@3.14/rest/apps/oauth-applications#check-a-token"}"#,
+                    status: 404), .tokenInactive
+            ),
+            (
+                "revoked, charset",
+                FakeHTTPServer.Response(
+                    status: 404, headers: [("Content-Type", "Application/JSON ; charset=utf-8")], body: Array(OpaqueTokenFixtures.gitHubNotFound.utf8)
+                ),
+                .tokenInactive
             ),
             (
                 "validation",
@@ -116,6 +128,18 @@ struct OpaqueTokenTests {
             (
                 "404 GitHub's body as text/html",
                 FakeHTTPServer.Response(status: 404, headers: [("Content-Type", "text/html")], body: Array(OpaqueTokenFixtures.gitHubNotFound.utf8)),
+                .keysUnavailable
+            ),
+            // Red team: GitHub's own answer to an unknown route (a wrong api_url path) names the REST API's root.
+            (
+                "404 unknown route",
+                FakeHTTPServer.Response.json(#"{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}"#, status: 404),
+                .keysUnavailable
+            ),
+            (
+                "404 as application/jsonp",
+                FakeHTTPServer.Response(
+                    status: 404, headers: [("Content-Type", "application/jsonp")], body: Array(OpaqueTokenFixtures.gitHubNotFound.utf8)),
                 .keysUnavailable
             ),
             (

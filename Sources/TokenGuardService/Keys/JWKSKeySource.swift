@@ -473,12 +473,22 @@ package final class JWKSKeySource: KeySource {
 
     /// Where this source's keys come from, as the archive records it: archived keys stand in only for the same place
     /// (the JWKS URL, or the discovery issuer with the hosts its `jwks_uri` may name and whether it is a development IdP).
+    /// The hosts are a set: listed in another order or twice, they are the same source and keep its archived keys.
     package var archiveSource: String {
         switch location {
         case .jwks(let url): "jwks \(url)"
         case .discovery(let issuer, let jwksHosts, let devIdP):
-            "discovery \(issuer) jwks_hosts=\(jwksHosts.joined(separator: ","))\(devIdP ? " dev_idp" : "")"
+            "discovery \(issuer) jwks_hosts=\(Self.canonicalHosts(jwksHosts).joined(separator: ","))\(devIdP ? " dev_idp" : "")"
         }
+    }
+
+    /// Sorted by bytes, each once (hosts are compared as bytes, as ``OutboundURL`` compares them).
+    static func canonicalHosts(_ hosts: [String]) -> [String] {
+        var unique: [String] = []
+        for host in hosts.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where unique.last.map({ !$0.sameBytes(as: host) }) ?? true {
+            unique.append(host)
+        }
+        return unique
     }
 
     /// Records the fetched keys on the archive's own queue (SQLite is blocking I/O: never on the cooperative pool).

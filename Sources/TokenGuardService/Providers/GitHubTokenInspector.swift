@@ -76,14 +76,26 @@ package struct GitHubTokenInspector: OpaqueTokenInspector {
         }
     }
 
-    /// GitHub's REST error: a JSON body (`application/json`) whose object has a string `message` and a string
-    /// `documentation_url` on docs.github.com.
+    /// GitHub's REST error for this endpoint: a JSON body (media type exactly `application/json`, parameters allowed)
+    /// whose object has a string `message` and a `documentation_url` on docs.github.com naming the OAuth applications
+    /// API or its check-a-token operation. GitHub answers an unknown route with a 404 of the same shape whose
+    /// documentation is the REST API's root: that is a wrong `api_url`, an outage, never a token refused.
     static func isGitHubError(_ response: HTTPResponse) -> Bool {
-        guard let type = response.header("content-type"), ASCII.lowercased(type).utf8.starts(with: "application/json".utf8),
+        guard let type = response.header("content-type"), isJSONMediaType(type),
             let object = try? JSONParser.parseObject(response.body), object["message"]?.stringValue != nil,
             let documentation = object["documentation_url"]?.stringValue
         else { return false }
-        return documentation.utf8.starts(with: "https://docs.github.com/".utf8)
+        let url = Array(documentation.utf8)
+        guard url.starts(with: "https://docs.github.com/".utf8) else { return false }
+        return url.contains(Array("/apps/oauth-applications".utf8)) || url.contains(Array("#check-a-token".utf8))
+    }
+
+    /// `application/json`, in any case, alone or followed by parameters (`; charset=utf-8`); not `application/jsonp`.
+    private static func isJSONMediaType(_ value: String) -> Bool {
+        let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var essence = Array(ASCII.lowercased(value).utf8.prefix { $0 != UInt8(ascii: ";") })
+        while let last = essence.last, isBlank(last) { essence.removeLast() }
+        return essence.drop(while: isBlank).elementsEqual("application/json".utf8)
     }
 
     private func verdict(from response: HTTPResponse, now: Double) -> VerificationResult {
