@@ -19,8 +19,7 @@ struct APIError: Error, HTTPResponseError {
     var response: Response { answer.response }
 
     var answer: JSONAnswer {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
+        var headers = HTTPFields.jsonAnswer
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         // A body refused for its size is left unread: close the connection rather than read or drain it.
         if status == .contentTooLarge || closesConnection { headers[.connection] = "close" }
@@ -39,9 +38,7 @@ struct JSONAnswer {
 
     /// A JSON body (its `Content-Type` set).
     static func json(_ bytes: [UInt8], status: HTTPResponse.Status = .ok) -> JSONAnswer {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
-        return JSONAnswer(status: status, headers: headers, body: bytes)
+        JSONAnswer(status: status, headers: .jsonAnswer, body: bytes)
     }
 
     var response: Response {
@@ -51,16 +48,24 @@ struct JSONAnswer {
 
 enum JSONResponse {
     static func make(_ value: JSONValue, status: HTTPResponse.Status = .ok, retryAfter: Int? = nil) -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
+        var headers = HTTPFields.jsonAnswer
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(value))))
     }
 
     /// JSON text already written (a verdict's).
     static func make(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: .jsonAnswer, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+extension HTTPFields {
+    /// A JSON answer's fields. A verdict names a user and an error belongs to one request: no shared or private cache
+    /// may keep either (`no-store`), or a proxy could hand one caller's identity to the next.
+    static let jsonAnswer: HTTPFields = {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
-    }
+        headers[.cacheControl] = "no-store"
+        return headers
+    }()
 }

@@ -106,6 +106,8 @@ struct ForwardAuthCheck: Sendable {
     private func answer(_ result: VerificationResult, provider: String, policy: ForwardAuthPolicy) -> JSONAnswer {
         metrics.countForwardAuth(provider: provider, result: result)
         var headers = HTTPFields()
+        // Every answer carries the verdict, and a 200 the user's claims: a gateway's cache must not replay them.
+        headers[.cacheControl] = "no-store"
         headers[ForwardAuthHeaders.provider] = provider
         switch result {
         case .success(let verdict):

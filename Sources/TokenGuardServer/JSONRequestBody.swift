@@ -32,6 +32,14 @@ enum JSONRequestBody {
             let size = length == Int.max ? "request body" : "request body of \(length) bytes"
             throw APIError(status: .contentTooLarge, code: .invalidRequest, message: "\(size) is larger than \(limit) bytes")
         }
+        // NIO's parser takes any coding list ending in `chunked` (`gzip, chunked`) and hands on the bytes under it as
+        // the body: a body in a coding tokenguard does not decode is refused, not read as if it were plain, and the
+        // connection closes (the body is left unread).
+        if request.headers.contains(.transferEncoding), !isChunkedAlone(request.headers[values: .transferEncoding]) {
+            throw APIError(
+                status: .badRequest, code: .invalidRequest, message: "unsupported transfer coding: only chunked is accepted",
+                closesConnection: true)
+        }
         // A client that asked to hear first whether its body is wanted (curl does for bodies over 1 MiB) would wait a
         // second for an answer before sending it anyway. It is wanted: say so. Before this point a body too large has
         // been refused instead, so that client never sends it.
@@ -51,6 +59,22 @@ enum JSONRequestBody {
                 status: .badRequest, code: .invalidRequest, message: "request body could not be read: it ended early or was badly framed",
                 closesConnection: true)
         }
+    }
+
+    /// Whether the `Transfer-Encoding` fields, together, list exactly one coding, `chunked` in any case (RFC 9112 §6.1:
+    /// a list, blanks around its commas, empty elements ignored).
+    static func isChunkedAlone(_ values: [String]) -> Bool {
+        var codings = 0
+        for value in values {
+            for element in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+                let coding = element.drop(while: isBlank).reversed().drop(while: isBlank).reversed()
+                if coding.isEmpty { continue }
+                codings += 1
+                guard ASCII.lowercased(String(decoding: coding, as: UTF8.self), hasBytesOf: "chunked") else { return false }
+            }
+        }
+        return codings == 1
     }
 
     /// The body's parts in one buffer (the first part itself when it is the only one), at most `limit` bytes: what

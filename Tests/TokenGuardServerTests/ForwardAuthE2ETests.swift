@@ -95,6 +95,7 @@ struct ForwardAuthE2ETests {
         #expect(plain.header("X-Tokenguard-Provider") == "apple")
         #expect(plain.header("x-user-id") == "001234.0123456789abcdef0123456789abcdef.1234")
         #expect(plain.header("x-email") == "x1y2z3@privaterelay.appleid.com")
+        #expect(plain.header("Cache-Control") == "no-store")
         #expect(plain.values("x-groups") == [#"["admins","ops\u000d\u000ax-evil: 1"]"#])
         #expect(plain.values("x-evil").isEmpty)
         #expect(plain.values("x-tenant-id").isEmpty)  // absent claim: no header
@@ -114,6 +115,7 @@ struct ForwardAuthE2ETests {
             #expect(response.status == 401)
             #expect(response.header("WWW-Authenticate") == "Bearer error=\"invalid_token\", error_description=\"\(code)\"")
             #expect(response.header("X-Tokenguard-Verdict") == code)
+            #expect(response.header("Cache-Control") == "no-store")
             #expect(try JSONParser.parseObject(Array(response.body.utf8))["error"]?.objectValue?["code"]?.stringValue == code)
             #expect(response.values("x-user-id").isEmpty)
         }

@@ -133,6 +133,8 @@ struct ServerE2ETests {
         #expect(valid.status == 200)
         #expect(try json(valid)["valid"] == .bool(true))
         #expect(valid.header("content-type") == "application/json")
+        // A verdict names a user: no cache between the caller and tokenguard may keep it.
+        #expect(valid.header("cache-control") == "no-store")
 
         let rejected = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"other\"}")
         #expect(rejected.status == 401)
@@ -165,9 +167,11 @@ struct ServerE2ETests {
             let response = try await setup.server.post("/v1/verify", body)
             #expect(response.status == status, "\(body.prefix(60)): \(response.status)")
             #expect(try json(response)["error"]?.objectValue?["code"] == .string(code), "\(body.prefix(60))")
+            #expect(response.header("cache-control") == "no-store", "\(body.prefix(60))")
         }
         let malformed = try await setup.server.post("/v1/verify", "{\"provider\":\"apple\",\"token\":\"a.b\",\"nonce\":\"n\"}")
         #expect(malformed.status == 401)
+        #expect(malformed.header("cache-control") == "no-store")
         #expect(!String(decoding: malformed.body, as: UTF8.self).contains(nonce))
     }
 
@@ -496,6 +500,12 @@ struct ServerE2ETests {
         let broken: [(String, [[UInt8]], Bool)] = [
             ("bad chunk size", [head("Transfer-Encoding: chunked"), Array("zz\r\n{}\r\n0\r\n\r\n".utf8), healthz], false),
             ("transfer coding identity", [head("Transfer-Encoding: identity"), Array("{}".utf8), healthz], false),
+            // NIO's parser accepts a list ending in chunked; the body under it is gzip, never read as plain JSON.
+            ("transfer codings gzip, chunked", [head("Transfer-Encoding: gzip, chunked"), Array("2\r\n{}\r\n0\r\n\r\n".utf8), healthz], false),
+            (
+                "two Transfer-Encoding fields",
+                [head("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked"), Array("2\r\n{}\r\n0\r\n\r\n".utf8), healthz], false
+            ),
             ("input ends before the announced length", [head("Content-Length: 100"), Array(body.prefix(10))], true),
         ]
         for (name, pieces, halfClose) in broken {
