@@ -206,6 +206,26 @@ struct AttackTests {
         #expect(byEmail.verify(token: try key.sign(claims), nonce: nonce, at: now).code == .malformedToken)
     }
 
+    @Test("a sub or user-id claim no revocation could name (over 1,024 bytes, or with a NUL) is malformed_token (red team 20)")
+    func unrevocableIdentity() throws {
+        let (key, verifier) = try appleSetup()
+        for (name, sub) in [("1,025 bytes", String(repeating: "s", count: 1025)), ("NUL", "001234.ab\u{0}cd.1234")] {
+            var claims = ProviderTokens.apple(now: now, rawNonce: nonce)
+            claims.set("sub", .string(sub))
+            let result = verifier.verify(token: try key.sign(claims), nonce: nonce, at: now)
+            #expect(result.code == .malformedToken, "\(name)")
+        }
+        var longest = ProviderTokens.apple(now: now, rawNonce: nonce)
+        longest.set("sub", .string(String(repeating: "s", count: 1024)))
+        #expect(verifier.verify(token: try key.sign(longest), nonce: nonce, at: now).verdict != nil)
+        var policy = Verifiers.apple()
+        policy.userIDClaim = "email"
+        let byEmail = TokenVerifier(policy: policy, keySource: verifier.keySource)
+        var claims = ProviderTokens.apple(now: now, rawNonce: nonce)
+        claims.set("email", .string("a\u{0}@example.com"))
+        #expect(byEmail.verify(token: try key.sign(claims), nonce: nonce, at: now).code == .malformedToken)
+    }
+
     @Test("wrong issuer, audience and tenant")
     func wrongIssuerAudienceTenant() throws {
         let (key, verifier) = try appleSetup()

@@ -199,6 +199,17 @@ struct ForwardAuthTests {
         // Verdict fields always have one type: a numeric user id stays as it is.
         #expect(ClaimHeaderValue.encode(.string("583231"), typeVaries: false) == "583231")
         #expect(ClaimHeaderValue.encode(.string("583231")) == #""583231""#)
+        // A verdict field's printable text that begins with a quote is written as JSON: it cannot pass for a
+        // non-ASCII value's JSON (red team 20: the emails `é` and `"\u00e9"` gave one header).
+        var fieldValues: [String: String] = [:]
+        for text in ["é", #""\u00e9""#, #""plain""#, "plain", #"""#, #"a"b"#] {
+            let encoded = ClaimHeaderValue.encode(.string(text), typeVaries: false)
+            #expect(fieldValues[encoded] == nil, "\(encoded) for both \(fieldValues[encoded] ?? "") and \(text)")
+            fieldValues[encoded] = text
+            let read = encoded.utf8.first == UInt8(ascii: "\"") ? (try? JSONParser.parse(Array(encoded.utf8)))?.stringValue : encoded
+            #expect(read.map { Array($0.utf8) } == Array(text.utf8), "\(encoded)")
+        }
+        #expect(ClaimHeaderValue.encode(.string(#"a"b"#), typeVaries: false) == #"a"b"#)
     }
 
     @Test("a value over 4 KiB is left out and counted; all claim headers together stay under 8 KiB")

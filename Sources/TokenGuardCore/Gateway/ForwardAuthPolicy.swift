@@ -161,9 +161,13 @@ public enum ClaimSource: Sendable, Equatable {
 /// (`1`, `true`, `["admin"]`, `"x"`) is written as JSON too, so no two values of one claim give the same header: an
 /// upstream reads a header that parses as JSON as JSON, and any other as the string itself.
 public enum ClaimHeaderValue {
+    /// A verdict field's string (never of another type) goes as it is unless it begins with `"`, as every
+    /// JSON-written string does: `é` (written `"\u00e9"`) and the printable text `"\u00e9"` must not give one header
+    /// (red team 20). A claim's value goes as it is only when it would not read as JSON at all.
     public static func encode(_ value: JSONValue, typeVaries: Bool = true) -> String {
         if case .string(let string) = value, !string.isEmpty, string.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }),
-            string.utf8.first != 0x20, string.utf8.last != 0x20, !typeVaries || (try? JSONParser.parse(Array(string.utf8))) == nil
+            string.utf8.first != 0x20, string.utf8.last != 0x20,
+            typeVaries ? (try? JSONParser.parse(Array(string.utf8))) == nil : string.utf8.first != UInt8(ascii: "\"")
         {
             return string
         }

@@ -300,16 +300,24 @@ public final class TokenVerifier: Sendable {
             throw VerificationError(.invalidTokenType, "the payload carries events: a server-to-server notification is not an ID token")
         }
         // An empty identity names no one: a backend keying accounts by it would put every such token in one account.
+        // An identity no revocation can name (over its byte limit, or with a NUL) would verify for ever once signed.
         let subject = try reader.requiredString(.sub)
-        guard !subject.isEmpty else { throw VerificationError(.malformedToken, "claim sub is empty") }
+        guard Revocation.isValidSubject(subject) else { throw Self.unusableIdentity("sub", subject) }
         let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
-        guard !userID.isEmpty else { throw VerificationError(.malformedToken, "claim \(policy.userIDClaim.excerpt(bytes: 64)) is empty") }
+        guard Revocation.isValidSubject(userID) else { throw Self.unusableIdentity(policy.userIDClaim, userID) }
         if let undecidedTenant { throw undecidedTenant }
         let email = try reader.string(.email)
         return Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
             issuedAt: issuedAt, keyID: key.keyID, email: email, emailVerified: try emailVerified(reader, email: email),
             tenantID: tenantID, claims: claims, appleFlags: policy.kind == .apple ? Self.appleFlags(reader) : nil)
+    }
+
+    private static func unusableIdentity(_ claim: String, _ value: String) -> VerificationError {
+        let problem =
+            value.isEmpty
+            ? "is empty" : value.utf8.contains(0) ? "contains a NUL byte" : "is over \(Revocation.maximumSubjectBytes) bytes"
+        return VerificationError(.malformedToken, "claim \(claim.excerpt(bytes: 64)) \(problem): no account or revocation can name it")
     }
 
     /// The common case of ``checkNonce(claimed:requested:)`` without making strings: a nonce was given, and the

@@ -92,8 +92,9 @@ package struct FacebookLoginTokenInspector: OpaqueTokenInspector {
         default:
             return malformed("expires_at")
         }
-        guard let userID = data["user_id"]?.stringValue, !userID.isEmpty else {
-            return .failure(VerificationError(.keysUnavailable, "Graph answered without a user_id", retryAfterSeconds: 5))
+        // A user id no revocation could name is no answer: an upstream value never makes an unrevocable identity.
+        guard let userID = data["user_id"]?.stringValue, Revocation.isValidSubject(userID) else {
+            return .failure(VerificationError(.keysUnavailable, "Graph answered without a usable user_id", retryAfterSeconds: 5))
         }
         var claims = JSONObject([("user_id", .string(userID)), ("app_id", .string(tokenAppID))])
         for field in ["application", "scopes", "granular_scopes", "expires_at", "data_access_expires_at", "issued_at"] {
