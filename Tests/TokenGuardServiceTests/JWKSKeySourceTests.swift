@@ -308,6 +308,17 @@ struct JWKSKeySourceTests {
         #expect(
             discovery("https://idp.example", ["b.example", "a.example"], false)
                 == discovery("https://idp.example", ["a.example", "b.example", "a.example"], false))
+        // A bracketed "host" holding a comma read as two hosts in the record (red team 22): only an IPv6 literal's
+        // characters go between brackets, so no configured list can spell another's record.
+        #expect(OutboundURL.isPlausibleHost("[::1]") && OutboundURL.isPlausibleHost("[2001:DB8::1.2.3.4]"))
+        for host in ["[::1],[::2]", "[::1] dev_idp", "[]", "[::1", "[fe80::1%eth0]", "[::g]"] {
+            #expect(!OutboundURL.isPlausibleHost(host), "\(host)")
+        }
+        let config = { (hosts: String) in
+            "providers:\n  corp: {kind: oidc, issuer: \"https://idp.example\", audiences: [api], jwks_hosts: \(hosts)}\n"
+        }
+        _ = try Configuration.parse(yaml: config(#"["[::1]", "[::2]"]"#))
+        #expect(throws: ConfigError.self) { try Configuration.parse(yaml: config(#"["[::1],[::2]"]"#)) }
     }
 
     @Test("the archive keeps each provider's 1,000 most recently seen key versions, however many an IdP publishes")

@@ -143,6 +143,13 @@ struct OpaqueTokenTests {
                 .keysUnavailable
             ),
             (
+                "404 with a second Content-Type line",
+                FakeHTTPServer.Response(
+                    status: 404, headers: [("Content-Type", "text/html"), ("Content-Type", "application/json")],
+                    body: Array(OpaqueTokenFixtures.gitHubNotFound.utf8)),
+                .keysUnavailable
+            ),
+            (
                 "404 documentation elsewhere",
                 FakeHTTPServer.Response.json(#"{"message":"Not Found","documentation_url":"https://docs.github.com.evil.example/"}"#, status: 404),
                 .keysUnavailable

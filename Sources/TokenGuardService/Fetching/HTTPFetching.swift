@@ -114,11 +114,19 @@ package enum OutboundURL {
 }
 
 extension OutboundURL {
-    /// A host name or address as `jwks_hosts` lists it: ASCII letters, digits, `-`, `.` (or a bracketed IPv6 address).
+    /// A host name or address as `jwks_hosts` lists it: ASCII letters, digits, `-`, `.` (or a bracketed IPv6 address:
+    /// hex digits, `:` and `.` between the brackets). Nothing else: a "host" holding a comma or a blank would read as
+    /// two hosts in the key archive's record of where keys came from (red team 22).
     package static func isPlausibleHost(_ host: String) -> Bool {
         let bytes = Array(host.utf8)
         guard !bytes.isEmpty, bytes.count <= 253 else { return false }
-        if bytes.first == UInt8(ascii: "[") { return bytes.last == UInt8(ascii: "]") && bytes.count > 2 }
+        if bytes.first == UInt8(ascii: "[") {
+            guard bytes.count > 3, bytes.last == UInt8(ascii: "]") else { return false }
+            return bytes.dropFirst().dropLast().allSatisfy { byte in
+                byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
+            }
+        }
         return bytes.allSatisfy { CompactJWSAlphabet.isAllowed($0) && $0 != UInt8(ascii: "_") }
     }
 

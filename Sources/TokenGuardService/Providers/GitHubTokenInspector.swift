@@ -81,7 +81,8 @@ package struct GitHubTokenInspector: OpaqueTokenInspector {
     /// API or its check-a-token operation. GitHub answers an unknown route with a 404 of the same shape whose
     /// documentation is the REST API's root: that is a wrong `api_url`, an outage, never a token refused.
     static func isGitHubError(_ response: HTTPResponse) -> Bool {
-        guard let type = response.header("content-type"), isJSONMediaType(type),
+        // Every Content-Type line, combined: two lines are no single media type, whichever comes last (red team 22).
+        guard let type = response.combinedHeader("content-type"), isJSONMediaType(type),
             let object = try? JSONParser.parseObject(response.body), object["message"]?.stringValue != nil,
             let documentation = object["documentation_url"]?.stringValue
         else { return false }
