@@ -62,6 +62,10 @@ package struct BatchRunner: Sendable {
         var lastProgress = started
         let source = ChunkSource(reader: reader, shard: shard)
         let sink = ChunkSink(output: output)
+        let watch = VanishedReaderWatch.start(output: output.fileDescriptor) {
+            sink.fail(IOError(message: "write failed: \(IOError.describe(EPIPE))"))
+        }
+        defer { watch?.stop() }
         var pending = Task { await source.next() }
         while true {
             source.consumerWaiting.store(true, ordering: .releasing)
@@ -215,6 +219,16 @@ final class ChunkSink: @unchecked Sendable {
                 self.failureWaiter?(error)
                 self.failureWaiter = nil
             }
+        }
+    }
+
+    /// Fails the output without a write (its reader is gone): nothing more is written, and a waiter hears of it.
+    func fail(_ error: IOError) {
+        queue.async {
+            guard self.failure == nil else { return }
+            self.failure = error
+            self.failureWaiter?(error)
+            self.failureWaiter = nil
         }
     }
 

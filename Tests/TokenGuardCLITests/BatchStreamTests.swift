@@ -112,6 +112,33 @@ struct BatchStreamTests {
         try input.fileHandleForWriting.close()
     }
 
+    @Test("an output whose reader leaves after the last answer ends the run (exit 2), with no answer left to write")
+    func readerGoneAfterTheLastAnswer() async throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let errors = try workspace.write("stderr", "")
+        let (process, input, output) = try startStreaming(config: config, errors: errors)
+        defer { if process.isRunning { process.terminate() } }
+        input.fileHandleForWriting.write(Data("{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\"}\n".utf8))
+        var buffered: [UInt8] = []
+        _ = try #require(readLine(output.fileHandleForReading.fileDescriptor, buffered: &buffered, seconds: 20), "the answer")
+        // Every answer is out and nothing is left to write; the reader goes (`| head -1`), standard input stays open
+        // and idle (`tail -F`). Red team 22: the run lived on until the next input line.
+        try output.fileHandleForReading.close()
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        guard !process.isRunning else {
+            Issue.record("still running 20 s after its reader left")
+            kill(process.processIdentifier, SIGKILL)
+            await process.exited()
+            return
+        }
+        await process.exited()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 2, "status \(process.terminationStatus)")
+        #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
+        try input.fileHandleForWriting.close()
+    }
+
     /// Runs `tokenguard ARGS` through the shell with `redirect` applied (`>&-`: standard output closed).
     func runRedirected(_ arguments: [String], redirect: String) async throws -> (exited: Bool, status: Int32, stderr: String) {
         let workspace = try TempWorkspace()
