@@ -103,16 +103,30 @@ struct ForwardAuthCheck: Sendable {
         }
     }
 
-    private func answer(_ result: VerificationResult, provider: String, policy: ForwardAuthPolicy) -> JSONAnswer {
+    private func answer(_ verification: VerificationResult, provider: String, policy: ForwardAuthPolicy) -> JSONAnswer {
+        var result = verification
+        var claimHeaders: (values: [(name: String, value: String)], omitted: Int) = ([], 0)
+        if case .success(let verdict) = verification {
+            let written = policy.claimHeaderValues(for: verdict)
+            if let unsent = written.unsent {
+                result = .failure(
+                    VerificationError(
+                        .malformedToken,
+                        "the verdict's \(unsent) header does not fit (\(ForwardAuthPolicy.maximumClaimValueBytes) bytes a value, "
+                            + "\(ForwardAuthPolicy.maximumClaimHeaderBytes) all claim headers): no upstream gets a verified request without it"))
+            } else {
+                claimHeaders = (written.headers, written.omitted)
+            }
+        }
         metrics.countForwardAuth(provider: provider, result: result)
         var headers = HTTPFields()
         // Every answer carries the verdict, and a 200 the user's claims: a gateway's cache must not replay them.
         headers[.cacheControl] = "no-store"
         headers[ForwardAuthHeaders.provider] = provider
         switch result {
-        case .success(let verdict):
+        case .success:
             headers[ForwardAuthHeaders.verdict] = "valid"
-            let (claims, omitted) = policy.claimHeaderValues(for: verdict)
+            let (claims, omitted) = claimHeaders
             for (name, value) in claims {
                 // Names were validated at config load; a name HTTPFields would refuse is left out rather than trusted.
                 if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }

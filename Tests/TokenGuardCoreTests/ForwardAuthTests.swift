@@ -195,7 +195,19 @@ struct ForwardAuthTests {
             #expect(JSONWriter.bytes(read) == JSONWriter.bytes(value), "\(encoded)")
         }
         #expect(ClaimHeaderValue.encode(.string("plain")) == "plain")
-        #expect(ClaimHeaderValue.encode(.string("1a")) == "1a")
+        // A claim's text that any JSON reader might take for JSON is written as JSON, however strictly tokenguard's own
+        // parser would refuse it (red team 23: `["admin",1e999]` read by JavaScript as an array holding "admin").
+        #expect(ClaimHeaderValue.encode(.string("1a")) == #""1a""#)
+        for lenient in [
+            #"["admin",1e999]"#, #"{"a":1,"a":2}"#, "1e400", #""\ud800""#, String(repeating: "[", count: 40) + String(repeating: "]", count: 40),
+            "NaN", "Infinity", "-Infinity", "null",
+        ] {
+            let encoded = ClaimHeaderValue.encode(.string(lenient))
+            #expect(encoded.utf8.first == UInt8(ascii: "\""), "\(lenient) went as \(encoded)")
+            #expect((try? JSONParser.parse(Array(encoded.utf8)))?.stringValue.map { Array($0.utf8) } == Array(lenient.utf8), "\(encoded)")
+        }
+        #expect(ClaimHeaderValue.encode(.string("admins")) == "admins")
+        #expect(ClaimHeaderValue.encode(.string("nulls")) == "nulls")
         // Verdict fields always have one type: a numeric user id stays as it is.
         #expect(ClaimHeaderValue.encode(.string("583231"), typeVaries: false) == "583231")
         #expect(ClaimHeaderValue.encode(.string("583231")) == #""583231""#)
@@ -212,6 +224,27 @@ struct ForwardAuthTests {
         #expect(ClaimHeaderValue.encode(.string(#"a"b"#), typeVaries: false) == #"a"b"#)
     }
 
+    @Test("a verdict field that cannot be sent is reported, never left out; claims configured first cannot crowd it out")
+    func identityIsNeverLeftOut() throws {
+        let policy = ForwardAuthPolicy(claimHeaders: [
+            try header("x-a", "claims.a"), try header("x-b", "claims.b"), try header("x-user-id", "user_id"), try header("x-sub", "subject"),
+        ])
+        // In configured order these two claims (8,174 bytes as headers) would leave no room for x-user-id.
+        let (a, b) = (String(repeating: "a", count: 4090), String(repeating: "b", count: 4070))
+        let crowded = policy.claimHeaderValues(for: verdict(claims: JSONObject([("a", .string(a)), ("b", .string(b))])))
+        #expect(crowded.unsent == nil)
+        #expect(crowded.headers.map(\.name) == ["x-a", "x-user-id", "x-sub"])
+        #expect(crowded.omitted == 1)
+        // A 1,024-byte identity of control characters is 6 KiB written: the check fails rather than send no identity.
+        let controls = String(repeating: "\u{1}", count: 1024)
+        let wide = Verdict(
+            provider: "apple", subject: controls, userID: controls, issuer: "https://appleid.apple.com", audience: "com.example.app",
+            expiresAt: 1_800_000_000, issuedAt: nil, keyID: nil, email: nil, emailVerified: false, tenantID: nil, claims: JSONObject([]))
+        let refused = policy.claimHeaderValues(for: wide)
+        #expect(refused.unsent == "x-user-id")
+        #expect(refused.headers.isEmpty)
+    }
+
     @Test("a value over 4 KiB is left out and counted; all claim headers together stay under 8 KiB")
     func claimHeaderSizes() throws {
         let big = String(repeating: "a", count: 1 << 20)
@@ -221,7 +254,8 @@ struct ForwardAuthTests {
         ])
         let three = String(repeating: "b", count: 3000)
         let claims = JSONObject([("big", .string(big)), ("a", .string(three)), ("b", .string(three)), ("c", .string(three))])
-        let (headers, omitted) = policy.claimHeaderValues(for: verdict(claims: claims))
+        let (headers, omitted, unsent) = policy.claimHeaderValues(for: verdict(claims: claims))
+        #expect(unsent == nil)
         #expect(headers.map(\.name) == ["x-a", "x-b", "x-user-id"])
         #expect(omitted == 2)
         #expect(headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } < ForwardAuthPolicy.maximumClaimHeaderBytes)

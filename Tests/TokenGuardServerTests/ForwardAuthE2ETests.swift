@@ -96,6 +96,12 @@ struct ForwardAuthE2ETests {
         #expect(plain.header("x-user-id") == "001234.0123456789abcdef0123456789abcdef.1234")
         #expect(plain.header("x-email") == "x1y2z3@privaterelay.appleid.com")
         #expect(plain.header("Cache-Control") == "no-store")
+        // An identity that verifies but cannot be sent (1,024 control characters: 6 KiB written) fails the check: no
+        // upstream gets a verified request without its x-user-id (red team 23).
+        let unsendable = try await check(
+            server, "GET", "/v1/authz/apple", bearer(try appleToken(key) { $0.set("sub", .string(String(repeating: "\u{1}", count: 1024))) }))
+        #expect(unsendable.status == 401 && unsendable.header("X-Tokenguard-Verdict") == "malformed_token", "\(unsendable.status)")
+        #expect(unsendable.header("x-user-id") == nil)
         #expect(plain.values("x-groups") == [#"["admins","ops\u000d\u000ax-evil: 1"]"#])
         #expect(plain.values("x-evil").isEmpty)
         #expect(plain.values("x-tenant-id").isEmpty)  // absent claim: no header

@@ -35,24 +35,31 @@ public struct ForwardAuthPolicy: Sendable, Equatable {
     /// All claim headers together (names, values and separators) stay under this.
     public static let maximumClaimHeaderBytes = 8192
 
-    /// The claim headers for a verified token, in configured order: each whose value exists and fits, and how many
-    /// were left out for their size.
-    public func claimHeaderValues(for verdict: Verdict) -> (headers: [(name: String, value: String)], omitted: Int) {
-        var headers: [(name: String, value: String)] = []
+    /// The claim headers for a verified token, in configured order: each whose value exists and fits, how many
+    /// `claims.*` headers were left out for their size, and the first verdict-field header that could not be sent.
+    /// Verdict fields are placed first, so a large claim configured before them cannot crowd out the identity; one
+    /// that still does not fit (a 1,024-byte `sub` of control characters is 6 KiB written) fails the check, since an
+    /// upstream must never receive a verified request without the identity it keys on (red team 23).
+    public func claimHeaderValues(for verdict: Verdict) -> (headers: [(name: String, value: String)], omitted: Int, unsent: String?) {
+        var chosen: [(index: Int, name: String, value: String)] = []
         var omitted = 0
         var total = 0
-        for header in claimHeaders {
-            guard let value = header.source.value(in: verdict) else { continue }
-            let encoded = ClaimHeaderValue.encode(value, typeVaries: header.source.typeVaries)
-            let size = header.name.utf8.count + 2 + encoded.utf8.count + 2
-            guard encoded.utf8.count <= Self.maximumClaimValueBytes, total + size < Self.maximumClaimHeaderBytes else {
-                omitted += 1
-                continue
+        for claimsPass in [false, true] {
+            for (index, header) in claimHeaders.enumerated() where header.source.typeVaries == claimsPass {
+                guard let value = header.source.value(in: verdict) else { continue }
+                let encoded = ClaimHeaderValue.encode(value, typeVaries: claimsPass)
+                let size = header.name.utf8.count + 2 + encoded.utf8.count + 2
+                guard encoded.utf8.count <= Self.maximumClaimValueBytes, total + size < Self.maximumClaimHeaderBytes else {
+                    if !claimsPass { return ([], 0, header.name) }
+                    omitted += 1
+                    continue
+                }
+                total += size
+                chosen.append((index, header.name, encoded))
             }
-            total += size
-            headers.append((header.name, encoded))
         }
-        return (headers, omitted)
+        chosen.sort { $0.index < $1.index }
+        return (chosen.map { (name: $0.name, value: $0.value) }, omitted, nil)
     }
 }
 
@@ -163,15 +170,29 @@ public enum ClaimSource: Sendable, Equatable {
 public enum ClaimHeaderValue {
     /// A verdict field's string (never of another type) goes as it is unless it begins with `"`, as every
     /// JSON-written string does: `é` (written `"\u00e9"`) and the printable text `"\u00e9"` must not give one header
-    /// (red team 20). A claim's value goes as it is only when it would not read as JSON at all.
+    /// (red team 20). A claim's value goes as it is only when no JSON reader could take it for JSON, however lenient
+    /// (``mayReadAsJSON(_:)``).
     public static func encode(_ value: JSONValue, typeVaries: Bool = true) -> String {
         if case .string(let string) = value, !string.isEmpty, string.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }),
             string.utf8.first != 0x20, string.utf8.last != 0x20,
-            typeVaries ? (try? JSONParser.parse(Array(string.utf8))) == nil : string.utf8.first != UInt8(ascii: "\"")
+            typeVaries ? !mayReadAsJSON(string) : string.utf8.first != UInt8(ascii: "\"")
         {
             return string
         }
         return String(decoding: JSONWriter.asciiBytes(value), as: UTF8.self)
+    }
+
+    /// Whether some JSON reader might parse this printable text (no blanks at its edges) as JSON: anything that
+    /// begins as an array, object, string or number does, and the literals, Python's `NaN` and `Infinity` included.
+    /// Deliberately wider than tokenguard's own parser, which refuses duplicate members, numbers past a double's range,
+    /// lone surrogates and deep nesting that lenient readers take: the string `["admin",1e999]` read by JavaScript as
+    /// an array holding "admin" (red team 23).
+    static func mayReadAsJSON(_ text: String) -> Bool {
+        guard let first = text.utf8.first else { return false }
+        switch first {
+        case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "\""), UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+        default: return ["true", "false", "null", "NaN", "Infinity"].contains { text.utf8.elementsEqual($0.utf8) }
+        }
     }
 }
 
