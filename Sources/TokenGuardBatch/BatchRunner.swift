@@ -40,6 +40,8 @@ package struct BatchRunner: Sendable {
     /// are answered within about that, however steadily they arrive, while a fast producer still fills whole chunks.
     static let idleMilliseconds: Int64 = 10
     static let holdMilliseconds: Int64 = 50
+    /// How long the input has to end after the output's reader left with nothing left to write.
+    static let readerGoneGraceMilliseconds: Int64 = 5000
 
     package struct Summary: Sendable {
         package var lines = 0
@@ -63,7 +65,7 @@ package struct BatchRunner: Sendable {
         let source = ChunkSource(reader: reader, shard: shard)
         let sink = ChunkSink(output: output)
         let watch = VanishedReaderWatch.start(output: output.fileDescriptor) {
-            sink.fail(IOError(message: "write failed: \(IOError.describe(EPIPE))"))
+            sink.readerLeft(IOError(message: "write failed: \(IOError.describe(EPIPE))"))
         }
         defer { watch?.stop() }
         var pending = Task { await source.next() }
@@ -105,10 +107,19 @@ package struct BatchRunner: Sendable {
 
     /// The next chunk, or the first failed write's error if that comes first: a run whose output is gone ends at once,
     /// not when its input next has a line (a producer may be idle for hours). The read goes on, but the run is ending.
+    /// A reader seen to leave with no write failed (``VanishedReaderWatch``) ends the run only if the input has not
+    /// ended within ``readerGoneGraceMilliseconds``: `batch file | head -n 3` that got all its answers exits 0, however
+    /// the reader's exit and the input's end race (red team 24).
     private static func next(_ pending: Task<ChunkSource.Chunk, Never>, unlessFailed sink: ChunkSink) async throws -> ChunkSource.Chunk {
         let outcome: Result<ChunkSource.Chunk, IOError> = await withCheckedContinuation { continuation in
             let first = ResumeOnce(continuation)
-            sink.whenFailed { first.resume(returning: .failure($0)) }
+            sink.whenFailed { error, byWrite in
+                guard !byWrite else { return first.resume(returning: .failure(error)) }
+                Task {
+                    try? await Task.sleep(for: .milliseconds(readerGoneGraceMilliseconds))
+                    first.resume(returning: .failure(error))
+                }
+            }
             Task { first.resume(returning: .success(await pending.value)) }
         }
         sink.withdrawFailureWaiter()
@@ -195,8 +206,10 @@ final class ChunkSink: @unchecked Sendable {
     /// One chunk's output text, reused: its pages stay mapped from one chunk to the next.
     private var buffer: [UInt8] = []
     private var failure: IOError?
-    /// Told of the first failed write, if it comes while the run waits for input.
-    private var failureWaiter: (@Sendable (IOError) -> Void)?
+    /// The output's reader is gone, seen without a write (nothing may be left to write): not itself a failure.
+    private var readerGone: IOError?
+    /// Told of the first failed write (`true`) or of the reader's leaving (`false`), while the run waits for input.
+    private var failureWaiter: (@Sendable (IOError, Bool) -> Void)?
 
     init(output: FileDescriptorWriter) {
         self.output = output
@@ -216,27 +229,34 @@ final class ChunkSink: @unchecked Sendable {
                 try self.output.write(self.buffer)
             } catch {
                 self.failure = error
-                self.failureWaiter?(error)
+                self.failureWaiter?(error, true)
                 self.failureWaiter = nil
             }
         }
     }
 
-    /// Fails the output without a write (its reader is gone): nothing more is written, and a waiter hears of it.
-    func fail(_ error: IOError) {
+    /// The output's reader has gone, seen without a write: a waiter hears of it; a later write still fails on its own,
+    /// and a run with nothing left to write still ends well.
+    func readerLeft(_ error: IOError) {
         queue.async {
-            guard self.failure == nil else { return }
-            self.failure = error
-            self.failureWaiter?(error)
+            guard self.failure == nil, self.readerGone == nil else { return }
+            self.readerGone = error
+            self.failureWaiter?(error, false)
             self.failureWaiter = nil
         }
     }
 
-    /// Calls `body` with the first failed write's error: at once if a write has failed already, else when one does,
-    /// unless ``withdrawFailureWaiter()`` comes first.
-    func whenFailed(_ body: @escaping @Sendable (IOError) -> Void) {
+    /// Calls `body` with the first failed write's error (`true`) or the reader's leaving (`false`): at once if either
+    /// has happened, else when one does, unless ``withdrawFailureWaiter()`` comes first.
+    func whenFailed(_ body: @escaping @Sendable (IOError, Bool) -> Void) {
         queue.async {
-            if let failure = self.failure { body(failure) } else { self.failureWaiter = body }
+            if let failure = self.failure {
+                body(failure, true)
+            } else if let readerGone = self.readerGone {
+                body(readerGone, false)
+            } else {
+                self.failureWaiter = body
+            }
         }
     }
 

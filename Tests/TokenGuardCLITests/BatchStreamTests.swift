@@ -4,7 +4,9 @@ import TokenGuardCore
 import TokenGuardTestSupport
 
 /// `tokenguard batch` as a stream filter: answers come while the producer is still writing, and an output or input
-/// that fails is an error with exit status 2, never a crash.
+/// that fails is an error with exit status 2, never a crash. One at a time: each holds a coprocess whose input's end
+/// and output's reader are what it tests, and a child started alongside could hold either open by inheriting it.
+@Suite(.serialized)
 struct BatchStreamTests {
     let now = Verifiers.now
     let nonce = "stream-raw-nonce"
@@ -49,6 +51,9 @@ struct BatchStreamTests {
         // Relative defaults (the revocations file) land beside the config, never in a directory other tests share.
         process.currentDirectoryURL = URL(fileURLWithPath: config).deletingLastPathComponent()
         let (input, output) = (Pipe(), Pipe())
+        // This process's ends are close-on-exec: a child another test starts meanwhile must not inherit them, or it
+        // would hold the input open (no end of input) or the output read (no reader gone) for as long as it runs.
+        for end in [input.fileHandleForWriting.fileDescriptor, output.fileHandleForReading.fileDescriptor] { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         process.standardInput = input
         process.standardOutput = output
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
@@ -137,6 +142,34 @@ struct BatchStreamTests {
         #expect(process.terminationReason == .exit && process.terminationStatus == 2, "status \(process.terminationStatus)")
         #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
         try input.fileHandleForWriting.close()
+    }
+
+    @Test("a reader that leaves after every answer, just before the input ends, costs no exit status (exit 0)")
+    func readerGoneJustBeforeTheInputEnds() async throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let errors = try workspace.write("stderr", "")
+        let (process, input, output) = try startStreaming(config: config, errors: errors)
+        defer { if process.isRunning { process.terminate() } }
+        input.fileHandleForWriting.write(Data("{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\"}\n".utf8))
+        var buffered: [UInt8] = []
+        _ = try #require(readLine(output.fileHandleForReading.fileDescriptor, buffered: &buffered, seconds: 20), "the answer")
+        // `batch file | head -n 1`: the reader has every answer and exits; the input ends a moment later. Red team 24:
+        // the reader's exit, seen first, failed the run with "Broken pipe" though every answer was delivered.
+        try output.fileHandleForReading.close()
+        try await Task.sleep(for: .milliseconds(100))
+        try input.fileHandleForWriting.close()
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        guard !process.isRunning else {
+            Issue.record("still running 20 s after its input ended")
+            kill(process.processIdentifier, SIGKILL)
+            await process.exited()
+            return
+        }
+        let stderr = try String(contentsOfFile: errors, encoding: .utf8)
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0, "status \(process.terminationStatus): \(stderr)")
+        #expect(stderr.contains("tokenguard batch: 1 lines"), "\(stderr)")
     }
 
     /// Runs `tokenguard ARGS` through the shell with `redirect` applied (`>&-`: standard output closed).

@@ -182,16 +182,21 @@ public enum ClaimHeaderValue {
         return String(decoding: JSONWriter.asciiBytes(value), as: UTF8.self)
     }
 
-    /// Whether some JSON reader might parse this printable text (no blanks at its edges) as JSON: anything that
-    /// begins as an array, object, string or number does, and the literals, Python's `NaN` and `Infinity` included.
-    /// Deliberately wider than tokenguard's own parser, which refuses duplicate members, numbers past a double's range,
-    /// lone surrogates and deep nesting that lenient readers take: the string `["admin",1e999]` read by JavaScript as
-    /// an array holding "admin" (red team 23).
+    /// Whether some JSON reader might parse this printable text (no blanks at its edges) as JSON, however lenient:
+    /// anything that begins as an array, object, string or number in JSON or JSON5 (`'`, `+`, `.`, and `/` for a
+    /// comment), or with a literal in any case (Gson reads `True`; Go's decoder and Python's `raw_decode` read
+    /// `trueblue` as `true`; Python reads `NaN` and `Infinity`). Deliberately far wider than tokenguard's own parser,
+    /// which refuses duplicate members, numbers past a double's range, lone surrogates and deep nesting that lenient
+    /// readers take: the string `["admin",1e999]` read by JavaScript as an array holding "admin" (red teams 23, 24).
     static func mayReadAsJSON(_ text: String) -> Bool {
         guard let first = text.utf8.first else { return false }
         switch first {
-        case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "\""), UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
-        default: return ["true", "false", "null", "NaN", "Infinity"].contains { text.utf8.elementsEqual($0.utf8) }
+        case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "-"), UInt8(ascii: "+"),
+            UInt8(ascii: "."), UInt8(ascii: "/"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            let lower = ASCII.lowercased(text)
+            return ["true", "false", "null", "nan", "infinity"].contains { lower.utf8.starts(with: $0.utf8) }
         }
     }
 }
