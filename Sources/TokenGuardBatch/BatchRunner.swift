@@ -64,8 +64,12 @@ package struct BatchRunner: Sendable {
         var lastProgress = started
         let source = ChunkSource(reader: reader, shard: shard)
         let sink = ChunkSink(output: output)
-        let watch = VanishedReaderWatch.start(output: output.fileDescriptor) {
-            sink.readerLeft(IOError(message: "write failed: \(IOError.describe(EPIPE))"))
+        let watch = VanishedReaderWatch.start(output: output.fileDescriptor) { gone in
+            if gone {
+                sink.readerLeft(IOError(message: "write failed: \(IOError.describe(EPIPE))"))
+            } else {
+                sink.readerReturned()
+            }
         }
         defer { watch?.stop() }
         var pending = Task { await source.next() }
@@ -109,7 +113,7 @@ package struct BatchRunner: Sendable {
     /// not when its input next has a line (a producer may be idle for hours). The read goes on, but the run is ending.
     /// A reader seen to leave with no write failed (``VanishedReaderWatch``) ends the run only if the input has not
     /// ended within ``readerGoneGraceMilliseconds``: `batch file | head -n 3` that got all its answers exits 0, however
-    /// the reader's exit and the input's end race (red team 24).
+    /// the reader's exit and the input's end race (red team 24), nor if a named pipe has a reader again by then.
     private static func next(_ pending: Task<ChunkSource.Chunk, Never>, unlessFailed sink: ChunkSink) async throws -> ChunkSource.Chunk {
         let outcome: Result<ChunkSource.Chunk, IOError> = await withCheckedContinuation { continuation in
             let first = ResumeOnce(continuation)
@@ -117,7 +121,7 @@ package struct BatchRunner: Sendable {
                 guard !byWrite else { return first.resume(returning: .failure(error)) }
                 Task {
                     try? await Task.sleep(for: .milliseconds(readerGoneGraceMilliseconds))
-                    first.resume(returning: .failure(error))
+                    sink.ifStillFailed { first.resume(returning: .failure($0)) }
                 }
             }
             Task { first.resume(returning: .success(await pending.value)) }
@@ -200,7 +204,7 @@ private final class ResumeOnce<Value: Sendable>: Sendable {
 /// Writes each chunk's verdicts, in order, on a dispatch queue of its own: a write that blocks on a slow reader of the
 /// output must not hold a cooperative thread, and the workers go on to the next chunk while the bytes are copied out.
 final class ChunkSink: @unchecked Sendable {
-    // @unchecked Sendable: `buffer`, `failure` and `failureWaiter` are touched only on `queue`, one chunk at a time.
+    // @unchecked Sendable: `buffer`, `failure`, `readerGone` and `failureWaiter` are touched only on `queue`.
     private let output: FileDescriptorWriter
     private let queue = DispatchQueue(label: "tokenguard.batch.write")
     /// One chunk's output text, reused: its pages stay mapped from one chunk to the next.
@@ -227,6 +231,8 @@ final class ChunkSink: @unchecked Sendable {
             }
             do throws(IOError) {
                 try self.output.write(self.buffer)
+                // Written, so read: a named pipe's new reader (a lost one is seen again by the watch or the next write).
+                self.readerGone = nil
             } catch {
                 self.failure = error
                 self.failureWaiter?(error, true)
@@ -235,28 +241,39 @@ final class ChunkSink: @unchecked Sendable {
         }
     }
 
-    /// The output's reader has gone, seen without a write: a waiter hears of it; a later write still fails on its own,
-    /// and a run with nothing left to write still ends well.
+    /// The output's reader has gone, seen without a write: a waiter hears of it, and stays to hear of a failed write
+    /// (a reader that returns and leaves again is heard of again); a later write still fails on its own, and a run
+    /// with nothing left to write still ends well.
     func readerLeft(_ error: IOError) {
         queue.async {
             guard self.failure == nil, self.readerGone == nil else { return }
             self.readerGone = error
             self.failureWaiter?(error, false)
-            self.failureWaiter = nil
+        }
+    }
+
+    /// A named pipe's output has a reader again.
+    func readerReturned() {
+        queue.async { self.readerGone = nil }
+    }
+
+    /// Calls `body` if a write has failed or the reader is still gone.
+    func ifStillFailed(_ body: @escaping @Sendable (IOError) -> Void) {
+        queue.async {
+            if let failure = self.failure ?? self.readerGone { body(failure) }
         }
     }
 
     /// Calls `body` with the first failed write's error (`true`) or the reader's leaving (`false`): at once if either
-    /// has happened, else when one does, unless ``withdrawFailureWaiter()`` comes first.
+    /// has happened, and whenever one does, until ``withdrawFailureWaiter()``.
     func whenFailed(_ body: @escaping @Sendable (IOError, Bool) -> Void) {
         queue.async {
             if let failure = self.failure {
                 body(failure, true)
-            } else if let readerGone = self.readerGone {
-                body(readerGone, false)
-            } else {
-                self.failureWaiter = body
+                return
             }
+            if let readerGone = self.readerGone { body(readerGone, false) }
+            self.failureWaiter = body
         }
     }
 

@@ -19,9 +19,10 @@ final class VanishedReaderWatch: Sendable {
         self.wakeWrite = wakeWrite
     }
 
-    /// Starts watching `output`; `gone` is called at most once, on the watch's thread. Nil when `output` is neither a
-    /// pipe nor a socket, or no wake-up pipe could be made (the run then learns of a lost reader from its next write).
-    static func start(output: Int32, gone: @escaping @Sendable () -> Void) -> VanishedReaderWatch? {
+    /// Starts watching `output`; `changed` is called on the watch's thread with `true` when the reader goes and
+    /// `false` when a named pipe gets a reader again. Nil when `output` is neither a pipe nor a socket, or no wake-up
+    /// pipe could be made (the run then learns of a lost reader from its next write).
+    static func start(output: Int32, changed: @escaping @Sendable (_ gone: Bool) -> Void) -> VanishedReaderWatch? {
         var status = stat()
         guard fstat(output, &status) == 0 else { return nil }
         let type = status.st_mode & S_IFMT
@@ -35,17 +36,21 @@ final class VanishedReaderWatch: Sendable {
             var watched = [
                 pollfd(fd: output, events: 0, revents: 0), pollfd(fd: watch.wakeRead, events: Int16(POLLIN), revents: 0),
             ]
+            // `POLLERR` and `POLLHUP` stay set while the reader is away, so once it has gone the output is looked at
+            // every 100 ms instead of waited on: a FIFO opened by a new reader clears them (red team 25).
+            var gone = false
             while true {
-                if poll(&watched, 2, -1) < 0 {
+                if poll(&watched, 2, gone ? 100 : -1) < 0 {
                     if errno == EINTR { continue }
                     return
                 }
                 if watched[1].revents != 0 { return }
                 let outcome = Int32(watched[0].revents)
                 if outcome & POLLNVAL != 0 { return }
-                if outcome & (POLLERR | POLLHUP) != 0 {
-                    gone()
-                    return
+                let absent = outcome & (POLLERR | POLLHUP) != 0
+                if absent != gone {
+                    gone = absent
+                    changed(gone)
                 }
             }
         }

@@ -61,6 +61,21 @@ struct BatchStreamTests {
         return (process, input, output)
     }
 
+    /// Waits up to 20 s for `process` to exit. Bounded: a run still going then is killed and `failure` recorded, so a
+    /// regression fails the test rather than hanging the suite on a run that never ends.
+    func exits(_ process: Process, else failure: String) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        guard !process.isRunning else {
+            Issue.record(Comment(rawValue: failure))
+            kill(process.processIdentifier, SIGKILL)
+            await process.exited()
+            return false
+        }
+        await process.exited()
+        return true
+    }
+
     @Test("a producer that waits for each answer gets it: lines are answered while standard input stays open")
     func answersWhileTheInputIsOpen() async throws {
         let (workspace, config, key) = try workspace()
@@ -103,15 +118,7 @@ struct BatchStreamTests {
         // This answer's write fails; no line follows, and standard input stays open. Red team: the run waited for the
         // next input line before it noticed, so an idle producer kept a batch with nowhere to answer alive for hours.
         input.fileHandleForWriting.write(line)
-        let deadline = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        guard !process.isRunning else {
-            // Bounded: a regression fails this test rather than hanging the suite on a run that never ends.
-            Issue.record("still running 20 s after its output failed")
-            kill(process.processIdentifier, SIGKILL)
-            await process.exited()
-            return
-        }
+        guard try await exits(process, else: "still running 20 s after its output failed") else { return }
         #expect(process.terminationReason == .exit && process.terminationStatus == 2, "status \(process.terminationStatus)")
         #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
         try input.fileHandleForWriting.close()
@@ -130,15 +137,7 @@ struct BatchStreamTests {
         // Every answer is out and nothing is left to write; the reader goes (`| head -1`), standard input stays open
         // and idle (`tail -F`). Red team 22: the run lived on until the next input line.
         try output.fileHandleForReading.close()
-        let deadline = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        guard !process.isRunning else {
-            Issue.record("still running 20 s after its reader left")
-            kill(process.processIdentifier, SIGKILL)
-            await process.exited()
-            return
-        }
-        await process.exited()
+        guard try await exits(process, else: "still running 20 s after its reader left") else { return }
         #expect(process.terminationReason == .exit && process.terminationStatus == 2, "status \(process.terminationStatus)")
         #expect(try String(contentsOfFile: errors, encoding: .utf8).contains("write failed: Broken pipe"))
         try input.fileHandleForWriting.close()
@@ -159,17 +158,65 @@ struct BatchStreamTests {
         try output.fileHandleForReading.close()
         try await Task.sleep(for: .milliseconds(100))
         try input.fileHandleForWriting.close()
-        let deadline = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        guard !process.isRunning else {
-            Issue.record("still running 20 s after its input ended")
-            kill(process.processIdentifier, SIGKILL)
-            await process.exited()
-            return
-        }
+        guard try await exits(process, else: "still running 20 s after its input ended") else { return }
         let stderr = try String(contentsOfFile: errors, encoding: .utf8)
         #expect(process.terminationReason == .exit && process.terminationStatus == 0, "status \(process.terminationStatus): \(stderr)")
         #expect(stderr.contains("tokenguard batch: 1 lines"), "\(stderr)")
+    }
+
+    @Test("a named pipe whose reader leaves and another opens it within 5 s carries on to the new reader (exit 0)")
+    func namedPipeGetsANewReader() async throws {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let errors = try workspace.write("stderr", "")
+        let fifo = workspace.url.appendingPathComponent("answers.fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // The reader opens first (non-blocking), so the run's open for writing does not wait; it is close-on-exec, so
+        // the run never holds a reader of its own output.
+        func openReader() -> Int32 { open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+        var reader = openReader()
+        #expect(reader >= 0)
+        let process = Process()
+        process.executableURL = try BinaryRunner.executable()
+        process.arguments = ["batch", "--config", config, "--at", String(now), "-"]
+        var environment = ProcessInfo.processInfo.environment
+        BinaryRunner.applyChildSanitizerOptions(&environment)
+        process.environment = environment
+        process.currentDirectoryURL = URL(fileURLWithPath: config).deletingLastPathComponent()
+        let input = Pipe()
+        _ = fcntl(input.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        let output = try #require(FileHandle(forWritingAtPath: fifo))
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        try process.run()
+        try output.close()
+        defer {
+            if process.isRunning { process.terminate() }
+            close(reader)
+        }
+        let line = Data("{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}\n".utf8)
+        var buffered: [UInt8] = []
+        input.fileHandleForWriting.write(line)
+        _ = try #require(readLine(reader, buffered: &buffered, seconds: 20), "the first answer")
+        // The reader goes with nothing left to write, a new one opens the pipe within the grace period, and the input
+        // stays open past it. Red team 25: the run ended with "Broken pipe" 5 s after the first reader left.
+        close(reader)
+        try await Task.sleep(for: .milliseconds(500))
+        reader = openReader()
+        #expect(reader >= 0)
+        // Past the 5 s a run gives its input to end once its reader has gone (the README).
+        try await Task.sleep(for: .milliseconds(6500))
+        #expect(process.isRunning, "the run ended though its output has a reader: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")")
+        input.fileHandleForWriting.write(line)
+        buffered = []
+        let answer = readLine(reader, buffered: &buffered, seconds: 20)
+        #expect(answer?.contains("\"valid\":true") == true, "\(answer ?? "no answer on the new reader")")
+        try input.fileHandleForWriting.close()
+        guard try await exits(process, else: "still running 20 s after its input ended") else { return }
+        let stderr = try String(contentsOfFile: errors, encoding: .utf8)
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0, "status \(process.terminationStatus): \(stderr)")
+        #expect(stderr.contains("tokenguard batch: 2 lines, 2 valid"), "\(stderr)")
     }
 
     /// Runs `tokenguard ARGS` through the shell with `redirect` applied (`>&-`: standard output closed).

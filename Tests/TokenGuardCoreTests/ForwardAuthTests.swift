@@ -207,8 +207,15 @@ struct ForwardAuthTests {
             #expect((try? JSONParser.parse(Array(encoded.utf8)))?.stringValue.map { Array($0.utf8) } == Array(lenient.utf8), "\(encoded)")
         }
         #expect(ClaimHeaderValue.encode(.string("admins")) == "admins")
+        // Literal prefixes are matched in any case, and only letters fold: `TRUE` is `true`, `Tr@e` is not.
+        for plain in ["tru", "nul", "fals", "na", "infinit", "Tr@e", "N_ll", "x#"] {
+            #expect(ClaimHeaderValue.encode(.string(plain)) == plain, "\(plain)")
+        }
         // Gson, JSON5, Go's decoder and Python's raw_decode take more (red team 24): all of these go as JSON.
-        for lenient in ["True", "FALSE", "Null", "nulls", "trueblue", "NaNa", "Infinityx", "'admin'", "+1", ".5", "/* c */ 1"] {
+        for lenient in [
+            "True", "FALSE", "Null", "nulls", "trueblue", "NaNa", "Infinityx", "'admin'", "+1", ".5", "/* c */ 1", "# c\n1", "#admin", "tRuE",
+            "iNfInItY",
+        ] {
             #expect(ClaimHeaderValue.encode(.string(lenient)).utf8.first == UInt8(ascii: "\""), "\(lenient)")
         }
         // The reading rule a gateway can apply exactly: JSON when the first byte is one of [ { " - or a digit, or

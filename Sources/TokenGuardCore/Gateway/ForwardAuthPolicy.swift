@@ -41,25 +41,38 @@ public struct ForwardAuthPolicy: Sendable, Equatable {
     /// that still does not fit (a 1,024-byte `sub` of control characters is 6 KiB written) fails the check, since an
     /// upstream must never receive a verified request without the identity it keys on (red team 23).
     public func claimHeaderValues(for verdict: Verdict) -> (headers: [(name: String, value: String)], omitted: Int, unsent: String?) {
-        var chosen: [(index: Int, name: String, value: String)] = []
-        var omitted = 0
+        var values = [String?](repeating: nil, count: claimHeaders.count)
         var total = 0
-        for claimsPass in [false, true] {
-            for (index, header) in claimHeaders.enumerated() where header.source.typeVaries == claimsPass {
-                guard let value = header.source.value(in: verdict) else { continue }
-                let encoded = ClaimHeaderValue.encode(value, typeVaries: claimsPass)
-                let size = header.name.utf8.count + 2 + encoded.utf8.count + 2
-                guard encoded.utf8.count <= Self.maximumClaimValueBytes, total + size < Self.maximumClaimHeaderBytes else {
-                    if !claimsPass { return ([], 0, header.name) }
-                    omitted += 1
-                    continue
-                }
-                total += size
-                chosen.append((index, header.name, encoded))
-            }
+        for (index, header) in claimHeaders.enumerated() where !header.source.typeVaries {
+            guard let value = header.source.value(in: verdict) else { continue }
+            let encoded = ClaimHeaderValue.encode(value, typeVaries: false)
+            guard Self.fits(name: header.name, value: encoded, total: &total) else { return ([], 0, header.name) }
+            values[index] = encoded
         }
-        chosen.sort { $0.index < $1.index }
-        return (chosen.map { (name: $0.name, value: $0.value) }, omitted, nil)
+        var omitted = 0
+        for (index, header) in claimHeaders.enumerated() where header.source.typeVaries {
+            guard let value = header.source.value(in: verdict) else { continue }
+            let encoded = ClaimHeaderValue.encode(value, typeVaries: true)
+            guard Self.fits(name: header.name, value: encoded, total: &total) else {
+                omitted += 1
+                continue
+            }
+            values[index] = encoded
+        }
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(claimHeaders.count)
+        for (index, header) in claimHeaders.enumerated() {
+            if let value = values[index] { headers.append((header.name, value)) }
+        }
+        return (headers, omitted, nil)
+    }
+
+    /// Whether one more header fits within both limits; counts it into `total` when it does.
+    private static func fits(name: String, value: String, total: inout Int) -> Bool {
+        let size = name.utf8.count + 2 + value.utf8.count + 2
+        guard value.utf8.count <= maximumClaimValueBytes, total + size < maximumClaimHeaderBytes else { return false }
+        total += size
+        return true
     }
 }
 
@@ -183,22 +196,25 @@ public enum ClaimHeaderValue {
     }
 
     /// Whether some JSON reader might parse this printable text (no blanks at its edges) as JSON, however lenient:
-    /// anything that begins as an array, object, string or number in JSON or JSON5 (`'`, `+`, `.`, and `/` for a
-    /// comment), or with a literal in any case (Gson reads `True`; Go's decoder and Python's `raw_decode` read
+    /// anything that begins as an array, object, string or number in JSON or JSON5 (`'`, `+`, `.`, and `/` or `#`
+    /// for a comment, as Gson's lenient mode reads `#`), or with a literal in any case (Gson reads `True`; Go's decoder and Python's `raw_decode` read
     /// `trueblue` as `true`; Python reads `NaN` and `Infinity`). Deliberately far wider than tokenguard's own parser,
     /// which refuses duplicate members, numbers past a double's range, lone surrogates and deep nesting that lenient
     /// readers take: the string `["admin",1e999]` read by JavaScript as an array holding "admin" (red teams 23, 24).
     static func mayReadAsJSON(_ text: String) -> Bool {
-        guard let first = text.utf8.first else { return false }
+        let bytes = text.utf8
+        guard let first = bytes.first else { return false }
         switch first {
         case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "-"), UInt8(ascii: "+"),
-            UInt8(ascii: "."), UInt8(ascii: "/"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            UInt8(ascii: "."), UInt8(ascii: "/"), UInt8(ascii: "#"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             return true
         default:
-            let lower = ASCII.lowercased(text)
-            return ["true", "false", "null", "nan", "infinity"].contains { lower.utf8.starts(with: $0.utf8) }
+            // Compared in place, any case: `byte | 0x20` equals a lower-case letter only for that letter in either case.
+            return lenientLiterals.contains { literal in bytes.starts(with: literal.utf8) { $0 | 0x20 == $1 } }
         }
     }
+
+    private static let lenientLiterals = ["true", "false", "null", "nan", "infinity"]
 }
 
 /// RFC 9110 `token` characters (header names, cookie names, auth schemes).
