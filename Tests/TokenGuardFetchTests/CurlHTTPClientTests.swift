@@ -140,6 +140,41 @@ struct CurlHTTPClientTests {
         #expect(ContinuousClock.now - cancelledAt < .seconds(15), "the only thread was free well before the hanging answer")
     }
 
+    @Test("the whole-request timeout runs from the call: calls queued behind a hanging upstream fail by it", .timeLimit(.minutes(1)))
+    func timeoutIncludesTheQueue() async throws {
+        let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array("{}".utf8), delay: 20) }
+        // One thread and three calls: each waited its turn and then the full timeout again (red team 20: inspections
+        // admitted 16 at a time to 4 threads answered after up to 15 s), so the last took three timeouts.
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.totalTimeoutMilliseconds = 1_500
+        configuration.threads = 1
+        let client = CurlHTTPClient(configuration: configuration)
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: (FetchError?, Duration).self) { group in
+            for index in 0..<3 {
+                group.addTask {
+                    do throws(FetchError) {
+                        _ = try await client.send(HTTPRequest(url: server.baseURL + "/hangs/\(index)"))
+                        return (nil, ContinuousClock.now - started)
+                    } catch {
+                        return (error, ContinuousClock.now - started)
+                    }
+                }
+            }
+            for try await (error, took) in group {
+                #expect(error?.kind == .timeout, "\(String(describing: error))")
+                #expect(took < .milliseconds(3_000), "answered after \(took), past the 1.5 s timeout by a queue's wait")
+            }
+        }
+        // Time left is what the thread gets: the connect timeout within it, none left is no transfer.
+        let calledAt: UInt64 = 1_000_000_000
+        let left = CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: calledAt + 1_000_000_000)
+        #expect(left?.totalTimeoutMilliseconds == 500 && left?.connectTimeoutMilliseconds == 500)
+        #expect(CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: calledAt + 1_500_000_000) == nil)
+        #expect(CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: calledAt)?.totalTimeoutMilliseconds == 1_500)
+        #expect(CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: 0)?.totalTimeoutMilliseconds == 1_500)
+    }
+
     @Test("connection refused fails as connect")
     func refused() async throws {
         let server = try FakeHTTPServer()
