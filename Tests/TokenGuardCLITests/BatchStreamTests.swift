@@ -39,9 +39,8 @@ struct BatchStreamTests {
         }
     }
 
-    /// `tokenguard batch -` as a coprocess: pipes on its standard input and output, standard error to `errors` (a
-    /// file: a pipe nobody reads while it runs could fill and stall it).
-    func startStreaming(config: String, errors: String) throws -> (Process, input: Pipe, output: Pipe) {
+    /// `tokenguard batch -`, its streams not set yet.
+    func streamingProcess(config: String) throws -> Process {
         let process = Process()
         process.executableURL = try BinaryRunner.executable()
         process.arguments = ["batch", "--config", config, "--at", String(now), "-"]
@@ -50,6 +49,13 @@ struct BatchStreamTests {
         process.environment = environment
         // Relative defaults (the revocations file) land beside the config, never in a directory other tests share.
         process.currentDirectoryURL = URL(fileURLWithPath: config).deletingLastPathComponent()
+        return process
+    }
+
+    /// `tokenguard batch -` as a coprocess: pipes on its standard input and output, standard error to `errors` (a
+    /// file: a pipe nobody reads while it runs could fill and stall it).
+    func startStreaming(config: String, errors: String) throws -> (Process, input: Pipe, output: Pipe) {
+        let process = try streamingProcess(config: config)
         let (input, output) = (Pipe(), Pipe())
         // This process's ends are close-on-exec: a child another test starts meanwhile must not inherit them, or it
         // would hold the input open (no end of input) or the output read (no reader gone) for as long as it runs.
@@ -176,13 +182,7 @@ struct BatchStreamTests {
         func openReader() -> Int32 { open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
         var reader = openReader()
         #expect(reader >= 0)
-        let process = Process()
-        process.executableURL = try BinaryRunner.executable()
-        process.arguments = ["batch", "--config", config, "--at", String(now), "-"]
-        var environment = ProcessInfo.processInfo.environment
-        BinaryRunner.applyChildSanitizerOptions(&environment)
-        process.environment = environment
-        process.currentDirectoryURL = URL(fileURLWithPath: config).deletingLastPathComponent()
+        let process = try streamingProcess(config: config)
         let input = Pipe()
         _ = fcntl(input.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
         let output = try #require(FileHandle(forWritingAtPath: fifo))

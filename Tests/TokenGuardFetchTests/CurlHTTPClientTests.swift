@@ -6,11 +6,16 @@ import TokenGuardTestSupport
 
 /// The libcurl client against a real HTTP server on 127.0.0.1.
 struct CurlHTTPClientTests {
-    static func client(timeoutMilliseconds: Int = 5_000) -> CurlHTTPClient {
+    static func configuration(timeoutMilliseconds: Int = 5_000, threads: Int = 4) -> CurlHTTPClient.Configuration {
         var configuration = CurlHTTPClient.Configuration()
         configuration.connectTimeoutMilliseconds = 2_000
         configuration.totalTimeoutMilliseconds = timeoutMilliseconds
-        return CurlHTTPClient(configuration: configuration)
+        configuration.threads = threads
+        return configuration
+    }
+
+    static func client(timeoutMilliseconds: Int = 5_000, threads: Int = 4) -> CurlHTTPClient {
+        CurlHTTPClient(configuration: configuration(timeoutMilliseconds: timeoutMilliseconds, threads: threads))
     }
 
     @Test("GET returns status, lowercased headers and body; sends a tokenguard User-Agent")
@@ -120,10 +125,7 @@ struct CurlHTTPClientTests {
     func cancelled() async throws {
         let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array("{}".utf8), delay: 20) }
         // One thread: a transfer that went on after its caller left would hold up the next request for 20 s.
-        var configuration = CurlHTTPClient.Configuration()
-        configuration.totalTimeoutMilliseconds = 60_000
-        configuration.threads = 1
-        let client = CurlHTTPClient(configuration: configuration)
+        let client = Self.client(timeoutMilliseconds: 60_000, threads: 1)
         let caller = Task { try await client.send(HTTPRequest(url: server.baseURL + "/hangs")) }
         let deadline = ContinuousClock.now + .seconds(30)
         while server.count("/hangs") == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
@@ -145,9 +147,7 @@ struct CurlHTTPClientTests {
         let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array("{}".utf8), delay: 20) }
         // One thread and three calls: each waited its turn and then the full timeout again (red team 20: inspections
         // admitted 16 at a time to 4 threads answered after up to 15 s), so the last took three timeouts.
-        var configuration = CurlHTTPClient.Configuration()
-        configuration.totalTimeoutMilliseconds = 1_500
-        configuration.threads = 1
+        let configuration = Self.configuration(timeoutMilliseconds: 1_500, threads: 1)
         let client = CurlHTTPClient(configuration: configuration)
         let started = ContinuousClock.now
         try await withThrowingTaskGroup(of: (FetchError?, Duration).self) { group in
@@ -170,6 +170,8 @@ struct CurlHTTPClientTests {
         let calledAt: UInt64 = 1_000_000_000
         let left = CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: calledAt + 1_000_000_000)
         #expect(left?.totalTimeoutMilliseconds == 500 && left?.connectTimeoutMilliseconds == 500)
+        let early = CurlHTTPClient.remaining(Self.configuration(), calledAt: calledAt, now: calledAt + 100_000_000)
+        #expect(early?.totalTimeoutMilliseconds == 4_900 && early?.connectTimeoutMilliseconds == 2_000)
         #expect(CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: calledAt + 1_500_000_000) == nil)
         #expect(CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: calledAt)?.totalTimeoutMilliseconds == 1_500)
         #expect(CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: 0)?.totalTimeoutMilliseconds == 1_500)
