@@ -117,11 +117,19 @@ package struct BatchRunner: Sendable {
     private static func next(_ pending: Task<ChunkSource.Chunk, Never>, unlessFailed sink: ChunkSink) async throws -> ChunkSource.Chunk {
         let outcome: Result<ChunkSource.Chunk, IOError> = await withCheckedContinuation { continuation in
             let first = ResumeOnce(continuation)
-            sink.whenFailed { error, byWrite in
-                guard !byWrite else { return first.resume(returning: .failure(error)) }
+            sink.whenFailed { error, departure in
+                guard let departure else { return first.resume(returning: .failure(error)) }
                 Task {
                     try? await Task.sleep(for: .milliseconds(readerGoneGraceMilliseconds))
-                    sink.ifStillFailed { first.resume(returning: .failure($0)) }
+                    // A reader the output has now but the watch has not seen come back is waited for (the watch looks
+                    // every 100 ms); bounded, though the watch settles it at its next look.
+                    for _ in 0..<50 {
+                        switch await sink.graceEnded(since: departure) {
+                        case .failed(let error): return first.resume(returning: .failure(error))
+                        case .readerBack: return
+                        case .unsettled: try? await Task.sleep(for: .milliseconds(100))
+                        }
+                    }
                 }
             }
             Task { first.resume(returning: .success(await pending.value)) }
@@ -204,7 +212,7 @@ private final class ResumeOnce<Value: Sendable>: Sendable {
 /// Writes each chunk's verdicts, in order, on a dispatch queue of its own: a write that blocks on a slow reader of the
 /// output must not hold a cooperative thread, and the workers go on to the next chunk while the bytes are copied out.
 final class ChunkSink: @unchecked Sendable {
-    // @unchecked Sendable: `buffer`, `failure`, `readerGone` and `failureWaiter` are touched only on `queue`.
+    // @unchecked Sendable: every stored var is touched only on `queue`.
     private let output: FileDescriptorWriter
     private let queue = DispatchQueue(label: "tokenguard.batch.write")
     /// One chunk's output text, reused: its pages stay mapped from one chunk to the next.
@@ -212,8 +220,12 @@ final class ChunkSink: @unchecked Sendable {
     private var failure: IOError?
     /// The output's reader is gone, seen without a write (nothing may be left to write): not itself a failure.
     private var readerGone: IOError?
-    /// Told of the first failed write (`true`) or of the reader's leaving (`false`), while the run waits for input.
-    private var failureWaiter: (@Sendable (IOError, Bool) -> Void)?
+    /// Counts the reader's departures: a grace period acts only on the departure that started it, not on a later
+    /// one whose own grace has not run out (red team 26).
+    private var departures = 0
+    /// Told of the first failed write (nil) or of the reader's leaving (its departure's number), while the run waits
+    /// for input.
+    private var failureWaiter: (@Sendable (IOError, Int?) -> Void)?
 
     init(output: FileDescriptorWriter) {
         self.output = output
@@ -235,7 +247,7 @@ final class ChunkSink: @unchecked Sendable {
                 self.readerGone = nil
             } catch {
                 self.failure = error
-                self.failureWaiter?(error, true)
+                self.failureWaiter?(error, nil)
                 self.failureWaiter = nil
             }
         }
@@ -248,7 +260,8 @@ final class ChunkSink: @unchecked Sendable {
         queue.async {
             guard self.failure == nil, self.readerGone == nil else { return }
             self.readerGone = error
-            self.failureWaiter?(error, false)
+            self.departures += 1
+            self.failureWaiter?(error, self.departures)
         }
     }
 
@@ -257,22 +270,37 @@ final class ChunkSink: @unchecked Sendable {
         queue.async { self.readerGone = nil }
     }
 
-    /// Calls `body` if a write has failed or the reader is still gone.
-    func ifStillFailed(_ body: @escaping @Sendable (IOError) -> Void) {
-        queue.async {
-            if let failure = self.failure ?? self.readerGone { body(failure) }
+    enum GraceOutcome: Sendable {
+        /// A write failed, or the reader that left at this departure is still away.
+        case failed(IOError)
+        /// The reader came back (or left again since: a later departure has a grace period of its own).
+        case readerBack
+        /// The output has a reader now that the watch has not seen yet.
+        case unsettled
+    }
+
+    /// How a grace period started at departure `departure` ends: the output is looked at now, not only as the watch
+    /// last saw it.
+    func graceEnded(since departure: Int) async -> GraceOutcome {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                if let failure = self.failure { return continuation.resume(returning: .failed(failure)) }
+                guard let readerGone = self.readerGone, self.departures == departure else { return continuation.resume(returning: .readerBack) }
+                let absent = VanishedReaderWatch.readerAbsent(self.output.fileDescriptor) ?? true
+                continuation.resume(returning: absent ? .failed(readerGone) : .unsettled)
+            }
         }
     }
 
-    /// Calls `body` with the first failed write's error (`true`) or the reader's leaving (`false`): at once if either
-    /// has happened, and whenever one does, until ``withdrawFailureWaiter()``.
-    func whenFailed(_ body: @escaping @Sendable (IOError, Bool) -> Void) {
+    /// Calls `body` with the first failed write's error (departure nil) or the reader's leaving (its departure's
+    /// number): at once if either has happened, and whenever one does, until ``withdrawFailureWaiter()``.
+    func whenFailed(_ body: @escaping @Sendable (IOError, Int?) -> Void) {
         queue.async {
             if let failure = self.failure {
-                body(failure, true)
+                body(failure, nil)
                 return
             }
-            if let readerGone = self.readerGone { body(readerGone, false) }
+            if let readerGone = self.readerGone { body(readerGone, self.departures) }
             self.failureWaiter = body
         }
     }

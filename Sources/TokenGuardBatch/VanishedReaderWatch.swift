@@ -33,21 +33,18 @@ final class VanishedReaderWatch: Sendable {
         let watch = VanishedReaderWatch(wakeRead: ends[0], wakeWrite: ends[1])
         DispatchQueue(label: "tokenguard.batch.output-watch").async {
             defer { watch.ended.signal() }
-            var watched = [
-                pollfd(fd: output, events: 0, revents: 0), pollfd(fd: watch.wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            // `POLLERR` and `POLLHUP` stay set while the reader is away, so once it has gone the output is looked at
-            // every 100 ms instead of waited on: a FIFO opened by a new reader clears them (red team 25).
+            // `POLLERR` and `POLLHUP` stay set while the reader is away, so a poll that includes the output would return
+            // at once: once the reader has gone, only the wake-up pipe is waited on, 100 ms at a time, and the output
+            // looked at between waits (a FIFO opened by a new reader clears them; red teams 25, 26).
             var gone = false
             while true {
-                if poll(&watched, 2, gone ? 100 : -1) < 0 {
+                var watched = [pollfd(fd: watch.wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: output, events: 0, revents: 0)]
+                if poll(&watched, gone ? 1 : 2, gone ? 100 : -1) < 0 {
                     if errno == EINTR { continue }
                     return
                 }
-                if watched[1].revents != 0 { return }
-                let outcome = Int32(watched[0].revents)
-                if outcome & POLLNVAL != 0 { return }
-                let absent = outcome & (POLLERR | POLLHUP) != 0
+                if watched[0].revents != 0 { return }
+                guard let absent = readerAbsent(output) else { return }
                 if absent != gone {
                     gone = absent
                     changed(gone)
@@ -55,6 +52,18 @@ final class VanishedReaderWatch: Sendable {
             }
         }
         return watch
+    }
+
+    /// Whether `output`'s reader is gone (`POLLERR` or `POLLHUP`) at this moment; nil when it cannot be told (the
+    /// descriptor is not open).
+    static func readerAbsent(_ output: Int32) -> Bool? {
+        var state = pollfd(fd: output, events: 0, revents: 0)
+        while poll(&state, 1, 0) < 0 {
+            guard errno == EINTR else { return nil }
+        }
+        let outcome = Int32(state.revents)
+        guard outcome & POLLNVAL == 0 else { return nil }
+        return outcome & (POLLERR | POLLHUP) != 0
     }
 
     /// Ends the watch and waits for its thread to let go of both descriptors, then closes the wake-up pipe.

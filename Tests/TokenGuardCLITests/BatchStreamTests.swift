@@ -170,7 +170,20 @@ struct BatchStreamTests {
         #expect(stderr.contains("tokenguard batch: 1 lines"), "\(stderr)")
     }
 
-    @Test("a named pipe whose reader leaves and another opens it within 5 s carries on to the new reader (exit 0)")
+    /// The user and system CPU time `pid` has used so far (`/proc/PID/stat`), nil when it cannot be read.
+    func cpuSeconds(_ pid: Int32) -> Double? {
+        // Read to its end: /proc files report a size of 0, which a whole-file reader may take at its word.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/stat") else { return nil }
+        defer { try? handle.close() }
+        let stat = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        guard let end = stat.lastIndex(of: ")") else { return nil }
+        // After the command's name: state is field 3, utime and stime are fields 14 and 15.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    @Test("a named pipe whose readers leave and others open it within 5 s carries on to the last reader (exit 0), without spinning")
     func namedPipeGetsANewReader() async throws {
         let (workspace, config, key) = try workspace()
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
@@ -202,11 +215,24 @@ struct BatchStreamTests {
         // The reader goes with nothing left to write, a new one opens the pipe within the grace period, and the input
         // stays open past it. Red team 25: the run ended with "Broken pipe" 5 s after the first reader left.
         close(reader)
-        try await Task.sleep(for: .milliseconds(500))
+        try await Task.sleep(for: .milliseconds(100))
+        // Red team 26: while the reader was away the watch spun a core (POLLERR stays set).
+        let away = try #require(cpuSeconds(process.processIdentifier), "the run's CPU time")
+        try await Task.sleep(for: .milliseconds(1000))
+        let spent = try #require(cpuSeconds(process.processIdentifier), "the run's CPU time") - away
+        #expect(spent < 0.4, "\(spent) s of CPU in 1 s with the reader away and the input idle")
         reader = openReader()
         #expect(reader >= 0)
-        // Past the 5 s a run gives its input to end once its reader has gone (the README).
-        try await Task.sleep(for: .milliseconds(6500))
+        // The second reader leaves too, and a third comes 1.5 s later: 5.5 s after the first left, which gives the run
+        // no reason to end. Red team 26: the first departure's grace period, ending while the second reader was
+        // away, ended the run.
+        try await Task.sleep(for: .milliseconds(2900))
+        close(reader)
+        try await Task.sleep(for: .milliseconds(1500))
+        reader = openReader()
+        #expect(reader >= 0)
+        // Past the 5 s a run gives its input to end once its reader has gone (the README), counted from either leaving.
+        try await Task.sleep(for: .milliseconds(5500))
         #expect(process.isRunning, "the run ended though its output has a reader: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")")
         input.fileHandleForWriting.write(line)
         buffered = []

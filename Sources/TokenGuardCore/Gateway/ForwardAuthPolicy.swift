@@ -173,44 +173,54 @@ public enum ClaimSource: Sendable, Equatable {
     }
 }
 
-/// How a claim value is written into a header: a string of printable ASCII as it is; anything else (numbers,
-/// booleans, arrays, objects, strings with any other character) as compact JSON in printable ASCII with `\u`
-/// escapes. No value can carry CR, LF, NUL or any byte a header parser might split on or mangle.
+/// How a claim value is written into a header: a plain string as it is; anything else (numbers, booleans, arrays,
+/// objects, strings with any other character) as compact JSON in printable ASCII with `\u` escapes. No value can
+/// carry CR, LF, NUL or any byte a header parser might split on or mangle.
 ///
-/// For a payload claim (`claims.*`, whose type can vary between tokens) a string that would itself read as JSON
-/// (`1`, `true`, `["admin"]`, `"x"`) is written as JSON too, so no two values of one claim give the same header: an
-/// upstream reads a header that parses as JSON as JSON, and any other as the string itself.
+/// For a payload claim (`claims.*`, whose type can vary between tokens) only a plain word goes as it is
+/// (``isPlainWord(_:)``), so no two values of one claim give the same header however leniently an upstream reads it.
 public enum ClaimHeaderValue {
-    /// A verdict field's string (never of another type) goes as it is unless it begins with `"`, as every
-    /// JSON-written string does: `é` (written `"\u00e9"`) and the printable text `"\u00e9"` must not give one header
-    /// (red team 20). A claim's value goes as it is only when no JSON reader could take it for JSON, however lenient
-    /// (``mayReadAsJSON(_:)``).
+    /// A verdict field's string (never of another type) goes as it is when it is printable ASCII without blanks at
+    /// its edges and does not begin with `"`, as every JSON-written string does: `é` (written `"\u00e9"`) and the
+    /// printable text `"\u00e9"` must not give one header (red team 20). A claim's string goes as it is only when it is
+    /// a plain word.
     public static func encode(_ value: JSONValue, typeVaries: Bool = true) -> String {
-        if case .string(let string) = value, !string.isEmpty, string.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }),
-            string.utf8.first != 0x20, string.utf8.last != 0x20,
-            typeVaries ? !mayReadAsJSON(string) : string.utf8.first != UInt8(ascii: "\"")
-        {
-            return string
+        if case .string(let string) = value {
+            let plain =
+                typeVaries
+                ? isPlainWord(string)
+                : !string.isEmpty && string.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) && string.utf8.first != 0x20
+                    && string.utf8.last != 0x20 && string.utf8.first != UInt8(ascii: "\"")
+            if plain { return string }
         }
         return String(decoding: JSONWriter.asciiBytes(value), as: UTF8.self)
     }
 
-    /// Whether some JSON reader might parse this printable text (no blanks at its edges) as JSON, however lenient:
-    /// anything that begins as an array, object, string or number in JSON or JSON5 (`'`, `+`, `.`, and `/` or `#`
-    /// for a comment, as Gson's lenient mode reads `#`), or with a literal in any case (Gson reads `True`; Go's decoder and Python's `raw_decode` read
-    /// `trueblue` as `true`; Python reads `NaN` and `Infinity`). Deliberately far wider than tokenguard's own parser,
-    /// which refuses duplicate members, numbers past a double's range, lone surrogates and deep nesting that lenient
-    /// readers take: the string `["admin",1e999]` read by JavaScript as an array holding "admin" (red teams 23, 24).
-    static func mayReadAsJSON(_ text: String) -> Bool {
+    /// A claim's text that no JSON reader, however lenient, can read as anything but itself: only letters, digits and
+    /// `- . _ @ + ~`, not beginning as a number (a digit, `-`, `+`, `.`) nor with a literal in any case (`true`,
+    /// `false`, `null`, `nan`, `infinity`). An allow-list, not a list of what readers are known to take: Gson's
+    /// lenient mode ends an unquoted word at a blank or any of `/ \ ; # = { } [ ] : ,` and reads `#` and `//` as
+    /// comments (`admin#x` read as `admin`), Go's decoder and Python's `raw_decode` stop after the first value
+    /// (`trueblue` read as `true`), Python reads `NaN`, JSON5 takes `'x'` and `+1`, and JavaScript reads
+    /// `["admin",1e999]` as an array holding "admin" (red teams 23, 24, 26).
+    static func isPlainWord(_ text: String) -> Bool {
         let bytes = text.utf8
         guard let first = bytes.first else { return false }
         switch first {
-        case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "-"), UInt8(ascii: "+"),
-            UInt8(ascii: "."), UInt8(ascii: "/"), UInt8(ascii: "#"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+        case UInt8(ascii: "-"), UInt8(ascii: "+"), UInt8(ascii: "."), UInt8(ascii: "0")...UInt8(ascii: "9"): return false
+        default: break
+        }
+        guard bytes.allSatisfy(isWordByte) else { return false }
+        // Compared in place, any case: `byte | 0x20` equals a lower-case letter only for that letter in either case.
+        return !lenientLiterals.contains { literal in bytes.starts(with: literal.utf8) { $0 | 0x20 == $1 } }
+    }
+
+    private static func isWordByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "@"), UInt8(ascii: "+"), UInt8(ascii: "~"):
             return true
-        default:
-            // Compared in place, any case: `byte | 0x20` equals a lower-case letter only for that letter in either case.
-            return lenientLiterals.contains { literal in bytes.starts(with: literal.utf8) { $0 | 0x20 == $1 } }
+        default: return false
         }
     }
 
