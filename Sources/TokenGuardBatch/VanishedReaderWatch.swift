@@ -19,8 +19,8 @@ final class VanishedReaderWatch: Sendable {
         self.wakeWrite = wakeWrite
     }
 
-    /// Starts watching `output`; `changed` is called on the watch's thread with `true` when the reader goes and
-    /// `false` when a named pipe gets a reader again. Nil when `output` is neither a pipe nor a socket, or no wake-up
+    /// Starts watching `output`; `changed` is called on the watch's thread with `true` when the reader goes and at
+    /// every look (each 100 ms) while it stays away, and with `false` when a named pipe gets a reader again. Nil when `output` is neither a pipe nor a socket, or no wake-up
     /// pipe could be made (the run then learns of a lost reader from its next write).
     static func start(output: Int32, changed: @escaping @Sendable (_ gone: Bool) -> Void) -> VanishedReaderWatch? {
         var status = stat()
@@ -45,10 +45,10 @@ final class VanishedReaderWatch: Sendable {
                 }
                 if watched[0].revents != 0 { return }
                 guard let absent = readerAbsent(output) else { return }
-                if absent != gone {
-                    gone = absent
-                    changed(gone)
-                }
+                // Told at every look while the reader is away, not only when that changes: a reader that came, took an
+                // answer and left between two looks has cleared the sink's departure by that write (red team 27).
+                if absent || absent != gone { changed(absent) }
+                gone = absent
             }
         }
         return watch

@@ -67,6 +67,41 @@ struct BatchStreamTests {
         return (process, input, output)
     }
 
+    /// A named pipe's run: `tokenguard batch -` writing to a FIFO whose first reader opened it before the run (non-
+    /// blocking, so the run's open for writing does not wait; close-on-exec, so the run never holds a reader of its
+    /// own output), its input a pipe, and a line that verifies.
+    struct NamedPipeRun {
+        let workspace: TempWorkspace
+        let process: Process
+        let input: Pipe
+        let fifo: String
+        let errors: String
+        let line: Data
+
+        func openReader() -> Int32 { open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+    }
+
+    func startStreamingToNamedPipe(firstReader: inout Int32) throws -> NamedPipeRun {
+        let (workspace, config, key) = try workspace()
+        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
+        let errors = try workspace.write("stderr", "")
+        let fifo = workspace.url.appendingPathComponent("answers.fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        firstReader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        #expect(firstReader >= 0)
+        let process = try streamingProcess(config: config)
+        let input = Pipe()
+        _ = fcntl(input.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        let output = try #require(FileHandle(forWritingAtPath: fifo))
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        try process.run()
+        try output.close()
+        let line = Data("{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}\n".utf8)
+        return NamedPipeRun(workspace: workspace, process: process, input: input, fifo: fifo, errors: errors, line: line)
+    }
+
     /// Waits up to 20 s for `process` to exit. Bounded: a run still going then is killed and `failure` recorded, so a
     /// regression fails the test rather than hanging the suite on a run that never ends.
     func exits(_ process: Process, else failure: String) async throws -> Bool {
@@ -185,30 +220,14 @@ struct BatchStreamTests {
 
     @Test("a named pipe whose readers leave and others open it within 5 s carries on to the last reader (exit 0), without spinning")
     func namedPipeGetsANewReader() async throws {
-        let (workspace, config, key) = try workspace()
-        let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
-        let errors = try workspace.write("stderr", "")
-        let fifo = workspace.url.appendingPathComponent("answers.fifo").path
-        #expect(mkfifo(fifo, 0o600) == 0)
-        // The reader opens first (non-blocking), so the run's open for writing does not wait; it is close-on-exec, so
-        // the run never holds a reader of its own output.
-        func openReader() -> Int32 { open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
-        var reader = openReader()
-        #expect(reader >= 0)
-        let process = try streamingProcess(config: config)
-        let input = Pipe()
-        _ = fcntl(input.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
-        let output = try #require(FileHandle(forWritingAtPath: fifo))
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
-        try process.run()
-        try output.close()
+        var reader: Int32 = -1
+        let run = try startStreamingToNamedPipe(firstReader: &reader)
+        let (process, input, errors, line) = (run.process, run.input, run.errors, run.line)
+        func openReader() -> Int32 { run.openReader() }
         defer {
             if process.isRunning { process.terminate() }
             close(reader)
         }
-        let line = Data("{\"id\":1,\"provider\":\"apple\",\"token\":\"\(token)\",\"nonce\":\"\(nonce)\"}\n".utf8)
         var buffered: [UInt8] = []
         input.fileHandleForWriting.write(line)
         _ = try #require(readLine(reader, buffered: &buffered, seconds: 20), "the first answer")
@@ -243,6 +262,34 @@ struct BatchStreamTests {
         let stderr = try String(contentsOfFile: errors, encoding: .utf8)
         #expect(process.terminationReason == .exit && process.terminationStatus == 0, "status \(process.terminationStatus): \(stderr)")
         #expect(stderr.contains("tokenguard batch: 2 lines, 2 valid"), "\(stderr)")
+    }
+
+    @Test("a named pipe's reader that comes, takes an answer and leaves between two looks still ends an idle run (exit 2)")
+    func namedPipeVisitedBriefly() async throws {
+        var reader: Int32 = -1
+        let run = try startStreamingToNamedPipe(firstReader: &reader)
+        let (process, input, errors, line) = (run.process, run.input, run.errors, run.line)
+        func openReader() -> Int32 { run.openReader() }
+        defer { if process.isRunning { process.terminate() } }
+        var buffered: [UInt8] = []
+        input.fileHandleForWriting.write(line)
+        _ = try #require(readLine(reader, buffered: &buffered, seconds: 20), "the first answer")
+        close(reader)
+        // The watch has seen the reader leave; a second one opens, gets its answer and is gone again within a few
+        // milliseconds, between two of the watch's looks. Red team 27: that answer's write cleared the departure and
+        // the watch, seeing the reader still away, said nothing more, so the run waited on its idle input forever.
+        try await Task.sleep(for: .milliseconds(450))
+        reader = openReader()
+        #expect(reader >= 0)
+        input.fileHandleForWriting.write(line)
+        buffered = []
+        _ = try #require(readLine(reader, buffered: &buffered, seconds: 20), "the second answer")
+        close(reader)
+        guard try await exits(process, else: "still running 20 s after its last reader left, the input idle") else { return }
+        let stderr = try String(contentsOfFile: errors, encoding: .utf8)
+        #expect(process.terminationReason == .exit && process.terminationStatus == 2, "status \(process.terminationStatus): \(stderr)")
+        #expect(stderr.contains("write failed: Broken pipe"), "\(stderr)")
+        try input.fileHandleForWriting.close()
     }
 
     /// Runs `tokenguard ARGS` through the shell with `redirect` applied (`>&-`: standard output closed).
