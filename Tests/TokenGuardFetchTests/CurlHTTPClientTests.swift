@@ -146,10 +146,12 @@ struct CurlHTTPClientTests {
     func timeoutIncludesTheQueue() async throws {
         let server = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array("{}".utf8), delay: 20) }
         // One thread and three calls: each waited its turn and then the full timeout again (red team 20: inspections
-        // admitted 16 at a time to 4 threads answered after up to 15 s), so the last took three timeouts.
-        let configuration = Self.configuration(timeoutMilliseconds: 1_500, threads: 1)
-        let client = CurlHTTPClient(configuration: configuration)
+        // admitted 16 at a time to 4 threads answered after up to 15 s), so the answers came a timeout apart. Now the
+        // queued calls fail when the first does. Compared with each other, not with a clock: a loaded run (the
+        // AddressSanitizer build stalled every test at once for 1.5 s) shifts all three alike.
+        let client = Self.client(timeoutMilliseconds: 3_000, threads: 1)
         let started = ContinuousClock.now
+        var answered: [Duration] = []
         try await withThrowingTaskGroup(of: (FetchError?, Duration).self) { group in
             for index in 0..<3 {
                 group.addTask {
@@ -163,10 +165,16 @@ struct CurlHTTPClientTests {
             }
             for try await (error, took) in group {
                 #expect(error?.kind == .timeout, "\(String(describing: error))")
-                #expect(took < .milliseconds(3_000), "answered after \(took), past the 1.5 s timeout by a queue's wait")
+                answered.append(took)
             }
         }
+        let spread = (answered.max() ?? .zero) - (answered.min() ?? .zero)
+        #expect(
+            answered.count == 3 && spread < .milliseconds(3_000),
+            "answers \(answered) apart by \(spread): a queued call waited its turn, then a timeout")
+        #expect((answered.min() ?? .zero) >= .milliseconds(2_900), "the first call timed out early: \(answered)")
         // Time left is what the thread gets: the connect timeout within it, none left is no transfer.
+        let configuration = Self.configuration(timeoutMilliseconds: 1_500, threads: 1)
         let calledAt: UInt64 = 1_000_000_000
         let left = CurlHTTPClient.remaining(configuration, calledAt: calledAt, now: calledAt + 1_000_000_000)
         #expect(left?.totalTimeoutMilliseconds == 500 && left?.connectTimeoutMilliseconds == 500)
