@@ -50,6 +50,13 @@ struct HotPathEquivalenceTests {
                 }
             }
         }
+        // Junk without two dots (refused where the bytes lie), and bytes outside the alphabet at either end (looked for
+        // before anything else): the same refusals as the alphabet check then the exact parse.
+        let junk = [
+            "", "abc", "not a token at all", "a b", "a.b", "a.b ", " a.b.c", "\na.b.c", "a.b.c\n", "\"a.b.c\"", "a!b", "é", "a.é", "é.a",
+            ".", "..", "e30.e30.e30.e30", "e30.e30.e30 ", "e30.e30.", ".e30.e30", token + "\n", " " + token, token + "=",
+        ]
+        tokens += junk.map { Array($0.utf8) }
         // The same with the original token's header known (as after it verified): a header taken from there must be
         // the one a parse gives, and every refusal the same.
         let verifier = try Verifiers.make(Verifiers.apple(), keys: [key])

@@ -22,12 +22,14 @@ public struct CompactJWS: Sendable {
         guard token.count <= maxBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(token.count) bytes; the limit is \(maxBytes)")
         }
-        var inAlphabet = 0
-        var outsideAlphabet = false
-        if let jws = try parseCommonCase(token, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet) {
-            return jws
+        return try token.withUnsafeBufferPointer { (bytes) throws(VerificationError) -> CompactJWS in
+            var inAlphabet = 0
+            var outsideAlphabet = false
+            if let jws = try parseCommonCase(bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet) {
+                return jws
+            }
+            return try parseExactly(bytes)
         }
-        return try parseExactly(token)
     }
 
     /// The parse of a well-formed token, or nil when ``parseExactly(_:)`` must decide (and word the refusal). Throws
@@ -46,16 +48,16 @@ public struct CompactJWS: Sendable {
     ///     decoded, and its dot), so that a caller looking for a byte outside it can start there.
     ///   - outsideAlphabet: on nil, true when the header or the signature holds a byte outside the base64url alphabet.
     ///     Neither segment can hold a dot, so that byte is outside the compact JWS alphabet too.
+    ///   - dots: the token's ``outerDots(in:)`` when the caller found them already (nil: found here).
     static func parseCommonCase(
-        _ token: [UInt8], knownHeaders: VerifiedHeaders?, inAlphabet: inout Int, outsideAlphabet: inout Bool
+        _ token: UnsafeBufferPointer<UInt8>, knownHeaders: VerifiedHeaders?, inAlphabet: inout Int, outsideAlphabet: inout Bool,
+        dots: (first: Int, last: Int)?? = nil
     ) throws(VerificationError) -> CompactJWS? {
         inAlphabet = 0
         outsideAlphabet = false
-        let (first, last) = token.withUnsafeBufferPointer { bytes in (Self.dot(in: bytes, from: 0), Self.lastDot(in: bytes)) }
-        guard let first, let last, first > 0, last > first else { return nil }
-        let header = knownHeaders.flatMap { known in
-            token.withUnsafeBufferPointer { known.header(encoded: UnsafeBufferPointer(rebasing: $0[..<first])) }
-        }
+        let outer = dots ?? Self.outerDots(in: token)
+        guard let (first, last) = outer, first > 0, last > first else { return nil }
+        let header = knownHeaders.flatMap { known in known.header(encoded: UnsafeBufferPointer(rebasing: token[..<first])) }
         let (decoded, refused, cause) = decode(token, firstDot: first, secondDot: last, withoutHeader: header != nil, signatureFirst: true)
         guard let decoded else {
             // The header decoded (or was known) unless it was the one refused: it and its dot are in the alphabet. A
@@ -69,19 +71,35 @@ public struct CompactJWS: Sendable {
         return try assemble(token, firstDot: first, secondDot: last, decoded)
     }
 
+    /// The first dot from the start and the last from the end, nil when there is none (the same dot when there is one).
+    static func outerDots(in bytes: UnsafeBufferPointer<UInt8>) -> (first: Int, last: Int)? {
+        guard let first = dot(in: bytes, from: 0), let last = lastDot(in: bytes) else { return nil }
+        return (first, last)
+    }
+
+    /// What ``parseExactly(_:)`` answers for a token of `byteCount` bytes with one dot or none, once it is known to be
+    /// in the alphabet: no other check comes before these.
+    static func fewerThanThreeSegments(byteCount: Int, hasDot: Bool) -> VerificationError {
+        // Literal messages, not interpolated ones: a refusal of junk should cost less than a verification.
+        if byteCount == 0 { return VerificationError(.malformedToken, "token is empty") }
+        return VerificationError(
+            .malformedToken, hasDot ? "a compact JWS has exactly three segments; found 2" : "a compact JWS has exactly three segments; found 1")
+    }
+
     /// The refusals in the order a reader meets them: the segment count, an empty header, then each segment in turn.
     static func parseExactly(_ token: [UInt8]) throws(VerificationError) -> CompactJWS {
+        try token.withUnsafeBufferPointer { (bytes) throws(VerificationError) -> CompactJWS in try parseExactly(bytes) }
+    }
+
+    /// The same over the token's bytes where they lie.
+    static func parseExactly(_ token: UnsafeBufferPointer<UInt8>) throws(VerificationError) -> CompactJWS {
         guard !token.isEmpty else { throw VerificationError(.malformedToken, "token is empty") }
-        let (firstDot, secondDot, more) = token.withUnsafeBufferPointer { bytes in
-            let first = Self.dot(in: bytes, from: 0)
-            let second = first.map { Self.dot(in: bytes, from: $0 + 1) } ?? nil
-            let third = second.map { Self.dot(in: bytes, from: $0 + 1) } ?? nil
-            return (first ?? -1, second ?? -1, third != nil)
-        }
+        let first = Self.dot(in: token, from: 0)
+        let second = first.map { Self.dot(in: token, from: $0 + 1) } ?? nil
+        let more = (second.map { Self.dot(in: token, from: $0 + 1) } ?? nil) != nil
+        let (firstDot, secondDot) = (first ?? -1, second ?? -1)
         if more { throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found more") }
-        // Literal messages, not interpolated ones: a refusal of junk should cost less than a verification.
-        guard firstDot >= 0 else { throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found 1") }
-        guard secondDot >= 0 else { throw VerificationError(.malformedToken, "a compact JWS has exactly three segments; found 2") }
+        guard secondDot >= 0 else { throw fewerThanThreeSegments(byteCount: token.count, hasDot: firstDot >= 0) }
         guard firstDot > 0 else { throw VerificationError(.malformedToken, "the header segment is empty") }
         // An empty signature segment is left to the algorithm check (alg none → unsupported_algorithm) and then to
         // the signature check (invalid_signature), which give the clearer answer.
@@ -105,7 +123,7 @@ public struct CompactJWS: Sendable {
     /// The segments' ranges and sizes are tuples, not arrays: this runs for every token, and an array would be two
     /// heap allocations per token for three numbers each.
     private static func decode(
-        _ token: [UInt8], firstDot: Int, secondDot: Int, withoutHeader: Bool = false, signatureFirst: Bool = false
+        _ token: UnsafeBufferPointer<UInt8>, firstDot: Int, secondDot: Int, withoutHeader: Bool = false, signatureFirst: Bool = false
     ) -> (decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)?, refused: Int, cause: Base64URL.Refusal?) {
         let segments = (withoutHeader ? 0..<0 : 0..<firstDot, (firstDot + 1)..<secondDot, (secondDot + 1)..<token.count)
         @inline(__always) func segment(_ index: Int) -> Range<Int> {
@@ -124,43 +142,44 @@ public struct CompactJWS: Sendable {
         // count of the one empty-array storage every thread shares (a write ThreadSanitizer reports as a race).
         if sizes.0 + sizes.1 + sizes.2 == 0 { return refused >= 0 ? (nil, refused, nil) : (([], 0, 0), -1, nil) }
         let decoded = [UInt8](unsafeUninitializedCapacity: sizes.0 + sizes.1 + sizes.2) { out, initialized in
-            token.withUnsafeBufferPointer { bytes in
-                // Where each segment's bytes go in `out`: header, payload, signature, whatever the order of decoding.
-                let offsets = (0, sizes.0, sizes.0 + sizes.1)
-                for step in 0..<badLength {
-                    let index = signatureFirst && badLength == 3 ? (step == 0 ? 0 : step == 1 ? 2 : 1) : step
-                    let offset = index == 0 ? offsets.0 : index == 1 ? offsets.1 : offsets.2
-                    let input = UnsafeBufferPointer(rebasing: bytes[segment(index)])
-                    let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + size(index))])
-                    if let refusal = Base64URL.decode(input, into: output) {
-                        refused = index
-                        cause = refusal
-                        break
-                    }
+            // Where each segment's bytes go in `out`: header, payload, signature, whatever the order of decoding.
+            let offsets = (0, sizes.0, sizes.0 + sizes.1)
+            for step in 0..<badLength {
+                let index = signatureFirst && badLength == 3 ? (step == 0 ? 0 : step == 1 ? 2 : 1) : step
+                let offset = index == 0 ? offsets.0 : index == 1 ? offsets.1 : offsets.2
+                let input = UnsafeBufferPointer(rebasing: token[segment(index)])
+                let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + size(index))])
+                if let refusal = Base64URL.decode(input, into: output) {
+                    refused = index
+                    cause = refusal
+                    break
                 }
             }
-            // Every byte is written when all three decode; a refused buffer is zeroed, then dropped unread.
-            if refused >= 0 { out.initialize(repeating: 0) }
-            initialized = out.count
+            // Every byte is written when all three decode; a refused array is left empty (bytes need no
+            // deinitialisation) and dropped.
+            initialized = refused < 0 ? out.count : 0
         }
         return refused >= 0 ? (nil, refused, cause) : ((decoded, sizes.0, sizes.1), -1, nil)
     }
 
     private static func assemble(
-        _ token: [UInt8], firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)
+        _ token: UnsafeBufferPointer<UInt8>, firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)
     ) throws(VerificationError) -> CompactJWS {
         let header = try JOSEHeader.parse(decoded.bytes[0..<decoded.headerCount])
         return assemble(token, firstDot: firstDot, secondDot: secondDot, decoded, knownHeader: header, wasKnown: false)
     }
 
+    /// The signing input is copied out of `token` here, once the segments decoded, into an array of its own: the
+    /// verdict keeps the decoded segments (its claims), not another copy of the token.
     private static func assemble(
-        _ token: [UInt8], firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int),
+        _ token: UnsafeBufferPointer<UInt8>, firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int),
         knownHeader header: JOSEHeader, wasKnown: Bool = true
     ) -> CompactJWS {
         let (bytes, headerCount, payloadCount) = decoded
         return CompactJWS(
-            signingInput: token[..<secondDot], header: header, payload: bytes[headerCount..<(headerCount + payloadCount)],
-            signature: bytes[(headerCount + payloadCount)...], headerSegmentCount: firstDot, headerWasKnown: wasKnown)
+            signingInput: Array(UnsafeBufferPointer(rebasing: token[..<secondDot]))[...], header: header,
+            payload: bytes[headerCount..<(headerCount + payloadCount)], signature: bytes[(headerCount + payloadCount)...],
+            headerSegmentCount: firstDot, headerWasKnown: wasKnown)
     }
 
     /// The index of the last `.`, eight bytes at a time from the end.

@@ -16,7 +16,11 @@ public struct Revocation: Sendable, Equatable {
     public static let maximumSubjectBytes = 1024
 
     public static func isValidSubject(_ subject: String) -> Bool {
-        !subject.isEmpty && subject.utf8.count <= maximumSubjectBytes && !subject.utf8.contains(0)
+        let count = subject.utf8.count
+        guard count > 0, count <= maximumSubjectBytes else { return false }
+        // In place: the generic walk of a String's UTF-8 view costs about thirty instructions a byte, on every verification.
+        if let hasNUL = subject.utf8.withContiguousStorageIfAvailable({ $0.contains(0) }) { return !hasNUL }
+        return !subject.utf8.contains(0)
     }
 }
 

@@ -76,18 +76,50 @@ public final class TokenVerifier: Sendable {
         guard count <= policy.maxTokenBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(policy.maxTokenBytes)")
         }
-        let bytes = Array(token.utf8)
+        // A byte outside the alphabet is the refusal whatever else is wrong: one at either end (a newline, quote or space
+        // left from copying the token) is looked for before any other work.
+        if let first = token.utf8.first, let last = token.utf8.last,
+            !CompactJWSAlphabet.isAllowed(first) || !CompactJWSAlphabet.isAllowed(last)
+        {
+            throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal)
+        }
+        // The outer dots are found where the token's bytes lie, so a token with fewer than two (most junk) is refused
+        // there, without a copy: by the alphabet, then by its segment count, as the exact parse would.
+        let dots = token.utf8.withContiguousStorageIfAvailable { CompactJWS.outerDots(in: $0) }
+        if let dots, dots.map({ $0.first == $0.last }) ?? true {
+            guard CompactJWSAlphabet.admits(token) else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
+            throw CompactJWS.fewerThanThreeSegments(byteCount: count, hasDot: dots != nil)
+        }
+        // Parsed in place too (a copy only for a string that does not hold its bytes contiguously): the parse copies
+        // the signing input only once the segments decoded, so a refused token is never copied.
+        let inPlace = token.utf8.withContiguousStorageIfAvailable { bytes in
+            Result { () throws(VerificationError) -> CompactJWS in try Self.parseCheckingBytes(bytes, dots: dots ?? nil, knownHeaders: knownHeaders) }
+        }
+        if let inPlace { return try inPlace.get() }
+        return try Array(token.utf8).withUnsafeBufferPointer { (bytes) throws(VerificationError) -> CompactJWS in
+            try Self.parseCheckingBytes(bytes, dots: CompactJWS.outerDots(in: bytes), knownHeaders: knownHeaders)
+        }
+    }
+
+    /// `dots`: the token's ``CompactJWS/outerDots(in:)``.
+    private static func parseCheckingBytes(
+        _ bytes: UnsafeBufferPointer<UInt8>, dots: (first: Int, last: Int)?, knownHeaders: VerifiedHeaders?
+    ) throws(VerificationError) -> CompactJWS {
+        if dots.map({ $0.first == $0.last }) ?? true {
+            guard CompactJWSAlphabet.admits(buffer: bytes) else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
+            throw CompactJWS.fewerThanThreeSegments(byteCount: bytes.count, hasDot: dots != nil)
+        }
         var inAlphabet = 0
         var outsideAlphabet = false
-        if let jws = try CompactJWS.parseCommonCase(bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet) {
+        if let jws = try CompactJWS.parseCommonCase(
+            bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet, dots: dots)
+        {
             return jws
         }
         // A byte outside the alphabet is the refusal whatever else is wrong, so it is looked for before the exact parse
         // words a structural one (a malformed token is decoded once, not twice), from where the decoding stopped;
         // not at all when the decoding met one (an altered signature is refused without another pass).
-        let admitted =
-            !outsideAlphabet
-            && bytes.withUnsafeBufferPointer { CompactJWSAlphabet.admits(buffer: UnsafeBufferPointer(rebasing: $0[inAlphabet...])) }
+        let admitted = !outsideAlphabet && CompactJWSAlphabet.admits(buffer: UnsafeBufferPointer(rebasing: bytes[inAlphabet...]))
         guard admitted else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
         return try CompactJWS.parseExactly(bytes)
     }
@@ -303,8 +335,9 @@ public final class TokenVerifier: Sendable {
         // An identity no revocation can name (over its byte limit, or with a NUL) would verify for ever once signed.
         let subject = try reader.requiredString(.sub)
         guard Revocation.isValidSubject(subject) else { throw Self.unusableIdentity("sub", subject) }
-        let userID = policy.userIDClaim == "sub" ? subject : try reader.requiredString(policy.userIDClaim)
-        guard Revocation.isValidSubject(userID) else { throw Self.unusableIdentity(policy.userIDClaim, userID) }
+        let userIDIsSubject = policy.userIDClaim == "sub"
+        let userID = userIDIsSubject ? subject : try reader.requiredString(policy.userIDClaim)
+        guard userIDIsSubject || Revocation.isValidSubject(userID) else { throw Self.unusableIdentity(policy.userIDClaim, userID) }
         if let undecidedTenant { throw undecidedTenant }
         let email = try reader.string(.email)
         return Verdict(
