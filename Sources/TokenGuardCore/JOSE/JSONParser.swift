@@ -75,8 +75,9 @@ public struct JSONParser {
         mutating func expectLiteral(_ literal: StaticString) throws(Error) {
             let count = literal.utf8CodeUnitCount
             guard position + count <= bytes.count else { throw error("unexpected end of input") }
-            let start = literal.utf8Start
-            for i in 0..<count where bytes[position + i] != start[i] { throw error("invalid literal") }
+            let expected = UnsafeRawBufferPointer(start: literal.utf8Start, count: count)
+            guard ByteCompare.equal(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[position..<(position + count)]), expected)
+            else { throw error("invalid literal") }
             position += count
         }
 
@@ -219,8 +220,9 @@ public struct JSONParser {
             throw error("unterminated string")
         }
 
-        /// Where the run of plain string bytes starting at `start` may end, eight bytes at a time: the first word holding a
-        /// quote, a backslash, a control byte or a non-ASCII byte (the byte loop after it finds which).
+        /// Where the run of plain string bytes starting at `start` may end, eight bytes at a time: at the first quote,
+        /// backslash, control byte or non-ASCII byte in the first word holding one (on a big-endian machine, at that
+        /// word's start); the byte loop after it decides from there.
         static func plainRunEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
             let raw = UnsafeRawBufferPointer(bytes)
             let ones: UInt64 = 0x0101_0101_0101_0101
@@ -233,7 +235,14 @@ public struct JSONParser {
                 // Zero-byte and below-n tests (exact as to whether any byte qualifies; n = 0x20 ≤ 0x80).
                 let special =
                     ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word) | word
-                if special & high != 0 { break }
+                if special & high != 0 {
+                    // Each test flags its first qualifying byte exactly (a borrow runs only upwards, from a flagged byte),
+                    // so the lowest flag of all is the first special byte.
+                    #if _endian(little)
+                        offset += (special & high).trailingZeroBitCount >> 3
+                    #endif
+                    break
+                }
                 offset += 8
             }
             return offset
