@@ -15,9 +15,11 @@
 /// `@safe`: the mutex pointer is allocated in `init`, freed in `deinit`, and never leaves the class.
 @safe
 public final class Locked<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only read or written with `mutex` held.
-    private var value: Value
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    // @unchecked Sendable: `value` is only read or written with `mutex` held. Both are visible to inlinable code only,
+    // so that a lock taken from another module is specialised there rather than called through generic accessors
+    // (a few hundred instructions per lock on the verification path's context pool).
+    @usableFromInline var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     public init(_ value: Value) {
         self.value = value
@@ -37,14 +39,9 @@ public final class Locked<Value>: @unchecked Sendable {
     public func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
         lock()
         defer { unlock() }
-        return try body(&valueStorage)
+        return try body(&value)
     }
 
-    @usableFromInline var valueStorage: Value {
-        _read { yield value }
-        _modify { yield &value }
-    }
-
-    @usableFromInline func lock() { unsafe pthread_mutex_lock(mutex) }
-    @usableFromInline func unlock() { unsafe pthread_mutex_unlock(mutex) }
+    @inlinable func lock() { unsafe pthread_mutex_lock(mutex) }
+    @inlinable func unlock() { unsafe pthread_mutex_unlock(mutex) }
 }
