@@ -68,8 +68,9 @@ struct DevIdPTests {
     func requestTimeout() async throws {
         let key = try SharedTestKeys.rsa()
         let jwks = try SharedTestKeys.jwks([key])
-        // The IdP answers after 30 s, far beyond the 1 s request timeout however slowly the server starts.
-        let idp = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array(jwks.utf8), delay: 30) }
+        // The IdP answers after 600 s, far beyond the 1 s request timeout and beyond any server start: with 30 s, one
+        // loaded full run had the keys in hand before the request was sent, and the token verified.
+        let idp = try FakeHTTPServer { _ in FakeHTTPServer.Response(body: Array(jwks.utf8), delay: 600) }
         let workspace = try TempWorkspace()
         let config = try workspace.write(
             "tokenguard.yaml",
