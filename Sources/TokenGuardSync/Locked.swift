@@ -16,8 +16,7 @@
 @safe
 public final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is only read or written with `mutex` held. Both are visible to inlinable code only,
-    // so that a lock taken from another module is specialised there rather than called through generic accessors
-    // (a few hundred instructions per lock on the verification path's context pool).
+    // so that a lock taken from another module is specialised there rather than called through generic accessors.
     @usableFromInline var value: Value
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 

@@ -76,35 +76,27 @@ public final class TokenVerifier: Sendable {
         guard count <= policy.maxTokenBytes else {
             throw VerificationError(.tokenTooLarge, "token is \(count) bytes; the limit is \(policy.maxTokenBytes)")
         }
-        // A byte outside the alphabet is the refusal whatever else is wrong: one at either end (a newline, quote or space
-        // left from copying the token) is looked for before any other work.
-        if let first = token.utf8.first, let last = token.utf8.last,
-            !CompactJWSAlphabet.isAllowed(first) || !CompactJWSAlphabet.isAllowed(last)
-        {
-            throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal)
-        }
-        // The outer dots are found where the token's bytes lie, so a token with fewer than two (most junk) is refused
-        // there, without a copy: by the alphabet, then by its segment count, as the exact parse would.
-        let dots = token.utf8.withContiguousStorageIfAvailable { CompactJWS.outerDots(in: $0) }
-        if let dots, dots.map({ $0.first == $0.last }) ?? true {
-            guard CompactJWSAlphabet.admits(token) else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
-            throw CompactJWS.fewerThanThreeSegments(byteCount: count, hasDot: dots != nil)
-        }
-        // Parsed in place too (a copy only for a string that does not hold its bytes contiguously): the parse copies
-        // the signing input only once the segments decoded, so a refused token is never copied.
+        // Looked at where the token's bytes lie, before any copy. A byte outside the alphabet is the refusal whatever else
+        // is wrong: one at either end (a newline, quote or space left from copying the token) is refused at once. A token
+        // with fewer than two dots (most junk) is refused by the alphabet, then by its segment count, as the exact parse
+        // would. Otherwise it is parsed in place (a copy only for a string that does not hold its bytes contiguously):
+        // the parse copies the signing input only once the segments decoded, so a refused token is never copied.
         let inPlace = token.utf8.withContiguousStorageIfAvailable { bytes in
-            Result { () throws(VerificationError) -> CompactJWS in try Self.parseCheckingBytes(bytes, dots: dots ?? nil, knownHeaders: knownHeaders) }
+            Result { () throws(VerificationError) -> CompactJWS in try Self.parseCheckingBytes(bytes, knownHeaders: knownHeaders) }
         }
         if let inPlace { return try inPlace.get() }
         return try Array(token.utf8).withUnsafeBufferPointer { (bytes) throws(VerificationError) -> CompactJWS in
-            try Self.parseCheckingBytes(bytes, dots: CompactJWS.outerDots(in: bytes), knownHeaders: knownHeaders)
+            try Self.parseCheckingBytes(bytes, knownHeaders: knownHeaders)
         }
     }
 
-    /// `dots`: the token's ``CompactJWS/outerDots(in:)``.
     private static func parseCheckingBytes(
-        _ bytes: UnsafeBufferPointer<UInt8>, dots: (first: Int, last: Int)?, knownHeaders: VerifiedHeaders?
+        _ bytes: UnsafeBufferPointer<UInt8>, knownHeaders: VerifiedHeaders?
     ) throws(VerificationError) -> CompactJWS {
+        if let first = bytes.first, let last = bytes.last, !CompactJWSAlphabet.isAllowed(first) || !CompactJWSAlphabet.isAllowed(last) {
+            throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal)
+        }
+        let dots = CompactJWS.outerDots(in: bytes)
         if dots.map({ $0.first == $0.last }) ?? true {
             guard CompactJWSAlphabet.admits(buffer: bytes) else { throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal) }
             throw CompactJWS.fewerThanThreeSegments(byteCount: bytes.count, hasDot: dots != nil)
