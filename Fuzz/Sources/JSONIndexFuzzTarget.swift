@@ -35,6 +35,7 @@ enum JSONIndexFuzzTarget {
             var written: [UInt8] = []
             indexed.writeCanonical(into: &written)
             require(written == JSONWriter.bytes(.object(object)), "canonical bytes differ from JSONWriter's")
+            require(!indexed.isCanonical || written == Array(bytes[indexed.span]), "an object found canonical is written otherwise")
             let verdict = Verdict(
                 provider: "p", subject: "s", userID: "u", issuer: "i", audience: "a", expiresAt: 1, issuedAt: nil, keyID: nil, email: nil,
                 emailVerified: false, tenantID: nil, claims: indexed)

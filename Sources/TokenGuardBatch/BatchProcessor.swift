@@ -62,6 +62,6 @@ package struct BatchProcessor: Sendable {
         case .success: code = nil
         case .failure(let error): code = error.code
         }
-        return Output(json: JSONWriter.withLeadingID(id, result.jsonBytes(provider: provider)), code: code)
+        return Output(json: result.jsonBytes(provider: provider, leadingID: id), code: code)
     }
 }

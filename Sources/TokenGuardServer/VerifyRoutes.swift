@@ -300,8 +300,7 @@ struct VerifyRoutes: Sendable {
     /// A batch entry's verdict as JSON text, its id first (as `tokenguard batch` does; contract: "Batch ids"), for an
     /// entry that may not be a valid item.
     static func entryVerdict(_ entry: JSONValue, _ result: VerificationResult) -> [UInt8] {
-        let verdict = result.jsonBytes(provider: entry.objectValue?["provider"]?.stringValue)
-        return entry.objectValue?["id"].map { JSONWriter.withLeadingID($0, verdict) } ?? verdict
+        result.jsonBytes(provider: entry.objectValue?["provider"]?.stringValue, leadingID: entry.objectValue?["id"])
     }
 
     /// What a verification came to, for the metrics.
@@ -326,7 +325,7 @@ struct VerifyRoutes: Sendable {
         let (result, explanation) = await registry.verify(
             provider: item.provider, token: item.token, nonce: item.nonce, at: nil, explain: item.explain)
         let outcome = Outcome(provider: item.provider, result: result, started: started)
-        guard let explanation else { return (withID(item.id, result.jsonBytes(provider: item.provider)), outcome) }
+        guard let explanation else { return (result.jsonBytes(provider: item.provider, leadingID: item.id), outcome) }
         var verdict = result.json(provider: item.provider)
         verdict.set("checks", explanation.json)
         return (withID(item.id, JSONWriter.bytes(.object(verdict))), outcome)

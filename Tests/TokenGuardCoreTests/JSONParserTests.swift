@@ -207,9 +207,30 @@ struct IndexedJSONObjectTests {
             var written: [UInt8] = []
             indexed.writeCanonical(into: &written)
             #expect(written == JSONWriter.bytes(.object(object)))
+            // An object the scan found canonical is written as its own bytes.
+            if indexed.isCanonical { #expect(written == Array(bytes[indexed.span])) }
         default:
             Issue.record("the index and the parser disagree on \(text.debugDescription): \(tree) / \(index)")
         }
+    }
+
+    @Test(
+        "the scan finds an object canonical exactly when nothing lies between its tokens and every value is written as it stands",
+        arguments: [
+            ("{}", true), ("{ }", false), (" {\"a\":1} ", true), ("{\"a\":1}", true), ("{\"a\" :1}", false), ("{\"a\": 1}", false),
+            ("{\"a\":1 }", false), ("{\"a\":1, \"b\":2}", false), ("{\"a\":1,\n\"b\":2}", false), ("{\"a\":-0}", false), ("{\"a\":-5}", true),
+            ("{\"a\":0}", true), ("{\"a\":123456789012345678}", true), ("{\"a\":1234567890123456789}", false),
+            ("{\"a\":-12345678901234567}", true), ("{\"a\":-123456789012345678}", false), ("{\"a\":1.0}", false), ("{\"a\":1e2}", false),
+            ("{\"a\":\"-\"}", true), ("{\"a\":\"x\\\"y\"}", false), ("{\"a\":\"\\u00e9\"}", false), ("{\"a\":\"é\"}", true),
+            ("{\"\\u0061\":1}", false), ("{\"a\":[1]}", false), ("{\"a\":{}}", false),
+            ("{\"a\":true,\"b\":false,\"c\":null,\"d\":\"\",\"e\":0}", true),
+            (
+                #"{"iss":"https://appleid.apple.com","aud":"com.example.app","exp":1700003600,"iat":1700000000,"sub":"001234.abc","#
+                    + #""email_verified":true}"#, true
+            ),
+        ])
+    func canonicalFlag(text: String, canonical: Bool) throws {
+        #expect(try IndexedJSONObject(Array(text.utf8)).isCanonical == canonical)
     }
 
     @Test("JSONWriter's integers", arguments: [Int64.min, Int64.min + 1, -10, -1, 0, 1, 9, 10, 1_700_000_000, Int64.max])
@@ -228,6 +249,28 @@ struct IndexedJSONObjectTests {
         #expect(verdict.claim("f") == .number(100))
         #expect(String(decoding: verdict.jsonBytes, as: UTF8.self).contains(#""f":1.0e2"#))
         #expect(verdict.claim("missing") == nil)
+    }
+
+    @Test("a batch answer is the id, then the verdict's members: written fresh, or after the verdict's own text")
+    func leadingID() throws {
+        let payload = Array(#"{"sub":"s","n":-0,"e":"\u00e9"}"#.utf8)
+        func verdict() throws -> Verdict {
+            Verdict(
+                provider: "apple", subject: "s", userID: "s", issuer: "i", audience: "a", expiresAt: 2, issuedAt: nil, keyID: "k",
+                email: "e@x", emailVerified: true, tenantID: nil, claims: try IndexedJSONObject(payload))
+        }
+        let ids: [JSONValue] = [.integer(7), .string("a\"b"), .null, .object(JSONObject([("k", .array([.bool(true)]))]))]
+        for id in ids {
+            let expected = JSONWriter.withLeadingID(id, try verdict().jsonBytes)
+            let fresh = try verdict()
+            #expect(VerificationResult.success(fresh).jsonBytes(provider: "apple", leadingID: id) == expected)
+            let written = try verdict()
+            _ = written.jsonBytes
+            #expect(VerificationResult.success(written).jsonBytes(provider: "apple", leadingID: id) == expected)
+            let failure = VerificationResult.failure(VerificationError(.tokenExpired, "m"))
+            #expect(failure.jsonBytes(provider: "apple", leadingID: id) == JSONWriter.withLeadingID(id, failure.jsonBytes(provider: "apple")))
+        }
+        #expect(VerificationResult.success(try verdict()).jsonBytes(provider: "apple", leadingID: nil) == (try verdict()).jsonBytes)
     }
 }
 

@@ -49,6 +49,11 @@ public struct IndexedJSONObject: Sendable {
     let members: [Member]
     /// Decoded names of the members whose names carry escapes (rare: `"i\u0073s"`).
     let escapedNames: [[UInt8]]
+    /// True when the object's bytes are already what ``writeCanonical(into:)`` writes, so they are copied as they
+    /// stand: nothing between the tokens, no escape in any name or string, every number a plain integer of at most 18
+    /// characters other than `-0`, and no nested object or array (those go the member-by-member way). This is the usual
+    /// token payload. Found by the scan as it steps over each value, so writing a verdict does not walk its values again.
+    let isCanonical: Bool
 
     /// Checks `bytes` as one JSON object and indexes its members; throws the parser's own error otherwise.
     public init(_ bytes: [UInt8]) throws(JSONParser.Error) { try self.init(bytes[...]) }
@@ -67,14 +72,16 @@ public struct IndexedJSONObject: Sendable {
     public init(_ object: JSONObject) {
         let bytes = JSONWriter.bytes(.object(object))[...]
         // JSONWriter writes valid JSON, so the scan cannot refuse it; an empty object is the safe fallback.
-        self = Self.scan(bytes) ?? IndexedJSONObject(bytes: Array("{}".utf8)[...], span: 0..<2, members: [], escapedNames: [])
+        self =
+            Self.scan(bytes) ?? IndexedJSONObject(bytes: Array("{}".utf8)[...], span: 0..<2, members: [], escapedNames: [], isCanonical: true)
     }
 
-    private init(bytes: ArraySlice<UInt8>, span: Range<Int>, members: [Member], escapedNames: [[UInt8]]) {
+    private init(bytes: ArraySlice<UInt8>, span: Range<Int>, members: [Member], escapedNames: [[UInt8]], isCanonical: Bool) {
         self.bytes = bytes
         self.span = span
         self.members = members
         self.escapedNames = escapedNames
+        self.isCanonical = isCanonical
     }
 
     public var count: Int { members.count }
@@ -138,7 +145,7 @@ public struct IndexedJSONObject: Sendable {
     /// Writes the object as ``JSONWriter`` writes its tree — the same bytes — without building the tree.
     public func writeCanonical(into out: inout [UInt8]) {
         bytes.withUnsafeBufferPointer { buffer in
-            if isCanonical(in: buffer) {
+            if isCanonical {
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[span]))
                 return
             }
@@ -146,37 +153,6 @@ public struct IndexedJSONObject: Sendable {
             cursor.position = span.lowerBound
             cursor.writeCanonicalValue(into: &out)
         }
-    }
-
-    /// True when the object's bytes are already what ``writeCanonical(into:)`` writes, so they can be copied as they
-    /// stand: nothing between the tokens, no escape in any name or string, every number a plain integer of at most 18
-    /// characters other than `-0`, and no nested object or array (those go the member-by-member way). This is the
-    /// usual token payload.
-    private func isCanonical(in buffer: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard !members.isEmpty else { return span.count == 2 }
-        // Each name's opening quote right after `{` or `,`, its colon right after its closing quote, the value right
-        // after the colon, and `}` right after the last value: no whitespace anywhere.
-        var expectedQuote = span.lowerBound + 1
-        for member in members {
-            guard member.escapedName < 0, member.nameStart == expectedQuote + 1, member.valueStart == member.nameEnd + 2 else { return false }
-            let value = UnsafeBufferPointer(rebasing: buffer[member.valueStart..<member.valueEnd])
-            switch value[0] {
-            case UInt8(ascii: "\""):
-                if value.contains(UInt8(ascii: "\\")) { return false }
-            case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
-                break
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                let digits = value[0] == UInt8(ascii: "-") ? UnsafeBufferPointer(rebasing: value.dropFirst()) : value
-                guard value.count <= 18, !digits.isEmpty,
-                    digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-                    !(value.count == 2 && value[0] == UInt8(ascii: "-") && value[1] == UInt8(ascii: "0"))
-                else { return false }
-            default:
-                return false
-            }
-            expectedQuote = member.valueEnd + 1
-        }
-        return expectedQuote == span.upperBound
     }
 
     private func member(named name: String) -> Member? {
@@ -251,12 +227,15 @@ public struct IndexedJSONObject: Sendable {
             var escapedNames: [[UInt8]] = []
             // Small objects check duplicates by scanning; larger ones switch to a set so the check stays linear.
             var seen: Set<ByteKey>? = nil
+            // Whether the bytes are their canonical writing (see ``isCanonical``): every step between tokens skips no
+            // whitespace, and every value is written as it stands.
+            var canonical = true
             do throws(JSONParser.Error) {
                 cursor.skipWhitespace()
                 let start = cursor.position
                 guard start < buffer.count, buffer[start] == UInt8(ascii: "{") else { return nil }
                 cursor.position += 1
-                cursor.skipWhitespace()
+                canonical = cursor.skipNoWhitespace() && canonical
                 if cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "}") {
                     cursor.position += 1
                 } else {
@@ -264,12 +243,13 @@ public struct IndexedJSONObject: Sendable {
                     // room for an Entra ID token's claims in a block malloc keeps in its per-thread cache (up to 1 KiB).
                     members.reserveCapacity(min(24, buffer.count / 16 + 1))
                     while true {
-                        cursor.skipWhitespace()
+                        canonical = cursor.skipNoWhitespace() && canonical
                         guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\"") else { return nil }
                         let (nameRange, decoded) = try cursor.scanString()
                         var member = Member(
                             nameStart: nameRange.lowerBound, nameEnd: nameRange.upperBound, escapedName: -1, valueStart: 0, valueEnd: 0)
                         if let decoded {
+                            canonical = false
                             member.escapedName = escapedNames.count
                             escapedNames.append(decoded)
                             member.fingerprint = decoded.withUnsafeBufferPointer { Self.fingerprint($0) }
@@ -288,15 +268,15 @@ public struct IndexedJSONObject: Sendable {
                         {
                             return nil
                         }
-                        cursor.skipWhitespace()
+                        canonical = cursor.skipNoWhitespace() && canonical
                         guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: ":") else { return nil }
                         cursor.position += 1
-                        cursor.skipWhitespace()
+                        canonical = cursor.skipNoWhitespace() && canonical
                         member.valueStart = cursor.position
-                        try cursor.skipValue(depth: 1)
+                        canonical = try cursor.skipValue(depth: 1) && canonical
                         member.valueEnd = cursor.position
                         members.append(member)
-                        cursor.skipWhitespace()
+                        canonical = cursor.skipNoWhitespace() && canonical
                         guard cursor.position < buffer.count else { return nil }
                         if buffer[cursor.position] == UInt8(ascii: ",") {
                             cursor.position += 1
@@ -310,7 +290,8 @@ public struct IndexedJSONObject: Sendable {
                 let end = cursor.position
                 cursor.skipWhitespace()
                 guard cursor.position == buffer.count else { return nil }
-                return IndexedJSONObject(bytes: bytes, span: start..<end, members: members, escapedNames: escapedNames)
+                return IndexedJSONObject(
+                    bytes: bytes, span: start..<end, members: members, escapedNames: escapedNames, isCanonical: canonical)
             } catch {
                 return nil
             }
@@ -370,14 +351,42 @@ extension JSONParser.Cursor {
         return decoded.utf8.count == range.count ? (range, nil) : (range, decoded.withUTF8 { Array($0) })
     }
 
-    /// Steps over one value, checking it as ``parseValue(depth:)`` does; containers are parsed by it.
-    mutating func skipValue(depth: Int) throws(JSONParser.Error) {
+    /// Steps over one value, checking it as ``parseValue(depth:)`` does; containers are parsed by it. True when the
+    /// value's bytes are what ``writeCanonicalValue(into:)`` writes for it: a string without escapes, a literal, or a
+    /// plain integer of at most 18 characters other than `-0`.
+    @discardableResult
+    mutating func skipValue(depth: Int) throws(JSONParser.Error) -> Bool {
         guard position < bytes.count else { throw error("unexpected end of input") }
+        let start = position
         switch bytes[position] {
-        case UInt8(ascii: "\""): _ = try scanString()
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try skipNumber()
-        default: _ = try parseValue(depth: depth)
+        case UInt8(ascii: "\""):
+            return try scanString().decoded == nil
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            try skipNumber()
+            return Self.isPlainInteger(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+        case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+            _ = try parseValue(depth: depth)
+            return true
+        default:
+            _ = try parseValue(depth: depth)
+            return false
         }
+    }
+
+    /// Skips whitespace; true when there was none (the canonical writing has none between tokens).
+    mutating func skipNoWhitespace() -> Bool {
+        let before = position
+        skipWhitespace()
+        return position == before
+    }
+
+    /// Whether a number's bytes (grammar already checked) are an integer of at most 18 characters other than `-0`:
+    /// an Int64 that the tree writes back as these very bytes.
+    static func isPlainInteger(_ number: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard number.count <= 18, let first = number.first else { return false }
+        let digits = first == UInt8(ascii: "-") ? UnsafeBufferPointer(rebasing: number.dropFirst()) : number
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
+        return !(number.count == 2 && first == UInt8(ascii: "-") && number[1] == UInt8(ascii: "0"))
     }
 
     /// Writes the value at the cursor as ``JSONWriter`` writes the parsed value (the cursor is on checked bytes).

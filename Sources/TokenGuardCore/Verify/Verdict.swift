@@ -63,6 +63,12 @@ public struct Verdict: Sendable, Equatable {
             }
         }
 
+        /// The JSON text if it was written already.
+        var writtenJSON: [UInt8]? {
+            guard let pointer = UnsafeRawPointer(bitPattern: written.load(ordering: .acquiring)) else { return nil }
+            return Unmanaged<WrittenJSON>.fromOpaque(pointer).takeUnretainedValue().bytes
+        }
+
         /// The JSON text, written by `write` on first use.
         func json(_ write: () -> [UInt8]) -> [UInt8] {
             if let pointer = UnsafeRawPointer(bitPattern: written.load(ordering: .acquiring)) {
@@ -152,44 +158,63 @@ public struct Verdict: Sendable, Equatable {
     /// the claims written from the payload without building their tree.
     public var jsonBytes: [UInt8] {
         fields.json {
-            // The members of ``head`` written one by one, without the list (whose strings would each be retained
-            // and released), then the claims from the payload's bytes. `json` gives the same bytes (a test checks).
             var out: [UInt8] = []
             out.reserveCapacity(fields.claims.span.count + 512)
-            func string(_ literal: StaticString, _ value: String?) {
-                out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
-                if let value { JSONWriter.writeString(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
-            }
-            func integer(_ literal: StaticString, _ value: Int64?) {
-                out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
-                if let value { JSONWriter.writeInteger(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
-            }
-            string(#"{"valid":true,"provider":"#, provider)
-            string(#","subject":"#, subject)
-            string(#","user_id":"#, userID)
-            string(#","issuer":"#, issuer)
-            string(#","audience":"#, audience)
-            integer(#","expires_at":"#, expiresAt)
-            integer(#","issued_at":"#, issuedAt)
-            string(#","key_id":"#, keyID)
-            string(#","email":"#, email)
-            out.append(contentsOf: (emailVerified ? #","email_verified":true"# : #","email_verified":false"#).utf8)
-            string(#","tenant_id":"#, tenantID)
-            if let flags = fields.appleFlags {
-                out.append(contentsOf: (flags.isPrivateEmail ? #","is_private_email":true"# : #","is_private_email":false"#).utf8)
-                integer(#","real_user_status":"#, flags.realUserStatus.map(Int64.init))
-            }
-            for member in fields.extraMembers.members {
-                out.append(UInt8(ascii: ","))
-                JSONWriter.writeString(member.name, into: &out)
-                out.append(UInt8(ascii: ":"))
-                JSONWriter.write(member.value, into: &out)
-            }
-            out.append(contentsOf: #","claims":"#.utf8)
-            fields.claims.writeCanonical(into: &out)
-            out.append(UInt8(ascii: "}"))
+            out.append(UInt8(ascii: "{"))
+            writeMembers(into: &out)
             return out
         }
+    }
+
+    /// ``jsonBytes`` with `{"id": id, ` first, in one buffer: a batch answer, written without the verdict's own
+    /// JSON text first (which would be kept with the verdict, and copied after the id).
+    func jsonBytes(leadingID id: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        let written = fields.writtenJSON
+        out.reserveCapacity((written?.count ?? fields.claims.span.count + 512) + 32)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONWriter.write(id, into: &out)
+        out.append(UInt8(ascii: ","))
+        if let written { out.append(contentsOf: written.dropFirst()) } else { writeMembers(into: &out) }
+        return out
+    }
+
+    /// The JSON text after its opening `{`: the members of ``head`` written one by one, without the list (whose
+    /// strings would each be retained and released), then the claims from the payload's bytes, then `}`. `json` gives
+    /// the same bytes (a test checks).
+    private func writeMembers(into out: inout [UInt8]) {
+        func string(_ literal: StaticString, _ value: String?) {
+            out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+            if let value { JSONWriter.writeString(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
+        }
+        func integer(_ literal: StaticString, _ value: Int64?) {
+            out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+            if let value { JSONWriter.writeInteger(value, into: &out) } else { out.append(contentsOf: "null".utf8) }
+        }
+        string(#""valid":true,"provider":"#, provider)
+        string(#","subject":"#, subject)
+        string(#","user_id":"#, userID)
+        string(#","issuer":"#, issuer)
+        string(#","audience":"#, audience)
+        integer(#","expires_at":"#, expiresAt)
+        integer(#","issued_at":"#, issuedAt)
+        string(#","key_id":"#, keyID)
+        string(#","email":"#, email)
+        out.append(contentsOf: (emailVerified ? #","email_verified":true"# : #","email_verified":false"#).utf8)
+        string(#","tenant_id":"#, tenantID)
+        if let flags = fields.appleFlags {
+            out.append(contentsOf: (flags.isPrivateEmail ? #","is_private_email":true"# : #","is_private_email":false"#).utf8)
+            integer(#","real_user_status":"#, flags.realUserStatus.map(Int64.init))
+        }
+        for member in fields.extraMembers.members {
+            out.append(UInt8(ascii: ","))
+            JSONWriter.writeString(member.name, into: &out)
+            out.append(UInt8(ascii: ":"))
+            JSONWriter.write(member.value, into: &out)
+        }
+        out.append(contentsOf: #","claims":"#.utf8)
+        fields.claims.writeCanonical(into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// The verdict as the contract's JSON object.
@@ -240,6 +265,16 @@ extension Result where Success == Verdict, Failure == VerificationError {
         switch self {
         case .success(let verdict): verdict.jsonBytes
         case .failure(let error): JSONWriter.bytes(.object(error.json(provider: provider)))
+        }
+    }
+
+    /// ``jsonBytes(provider:)`` with `"id"` as its first member when `id` is given (a batch answer; contract: "Batch
+    /// ids").
+    public func jsonBytes(provider: String?, leadingID id: JSONValue?) -> [UInt8] {
+        guard let id else { return jsonBytes(provider: provider) }
+        switch self {
+        case .success(let verdict): return verdict.jsonBytes(leadingID: id)
+        case .failure: return JSONWriter.withLeadingID(id, jsonBytes(provider: provider))
         }
     }
 
