@@ -233,6 +233,19 @@ struct IndexedJSONObjectTests {
         #expect(try IndexedJSONObject(Array(text.utf8)).isCanonical == canonical)
     }
 
+    @Test("a name's fingerprint from one load is the byte-by-byte one, wherever the name lies in its buffer")
+    func fingerprintByLoad() {
+        let bytes = (0..<40).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        bytes.withUnsafeBufferPointer { buffer in
+            for start in 0...buffer.count {
+                for end in start...buffer.count {
+                    let expected = IndexedJSONObject.fingerprint(UnsafeBufferPointer(rebasing: buffer[start..<end]))
+                    #expect(IndexedJSONObject.fingerprint(in: buffer, range: start..<end) == expected, "\(start)..<\(end)")
+                }
+            }
+        }
+    }
+
     @Test("JSONWriter's integers", arguments: [Int64.min, Int64.min + 1, -10, -1, 0, 1, 9, 10, 1_700_000_000, Int64.max])
     func integers(value: Int64) {
         #expect(JSONWriter.bytes(.integer(value)) == Array(String(value).utf8))

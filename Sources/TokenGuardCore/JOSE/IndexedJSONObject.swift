@@ -13,6 +13,10 @@ public struct IndexedJSONObject: Sendable {
         /// The name's length and first seven bytes in one word: a lookup compares this before any bytes.
         var fingerprint: UInt64 = 0
         private var offsets: (Int32, Int32, Int32, Int32, Int32)
+        /// The value's bytes are what ``JSONParser/Cursor/writeCanonicalValue(into:)`` writes for it — a string without
+        /// escapes (its bytes are its value), a literal, or an integer of at most 18 characters other than `-0` — as the
+        /// scan found when it stepped over it.
+        var valueIsPlain = false
 
         init(nameStart: Int, nameEnd: Int, escapedName: Int, valueStart: Int, valueEnd: Int) {
             offsets = (Int32(nameStart), Int32(nameEnd), Int32(escapedName), Int32(valueStart), Int32(valueEnd))
@@ -40,6 +44,17 @@ public struct IndexedJSONObject: Sendable {
         var print = UInt64(truncatingIfNeeded: min(name.count, 255)) << 56
         for index in 0..<min(name.count, 7) { print |= UInt64(name[index]) << (8 * UInt64(index)) }
         return print
+    }
+
+    /// ``fingerprint(_:)`` of the name at `range` in `buffer`, with one load of its first eight bytes when the buffer
+    /// has them (a member's name is always followed by at least `":0}`, so it nearly always does).
+    @inline(__always)
+    static func fingerprint(in buffer: UnsafeBufferPointer<UInt8>, range: Range<Int>) -> UInt64 {
+        guard range.lowerBound &+ 8 <= buffer.count else { return fingerprint(UnsafeBufferPointer(rebasing: buffer[range])) }
+        let word = UInt64(littleEndian: UnsafeRawBufferPointer(buffer).loadUnaligned(fromByteOffset: range.lowerBound, as: UInt64.self))
+        let count = range.upperBound &- range.lowerBound
+        let kept: UInt64 = (1 &<< UInt64(truncatingIfNeeded: min(count, 7) &* 8)) &- 1
+        return UInt64(truncatingIfNeeded: min(count, 255)) &<< 56 | word & kept
     }
 
     /// The document as received (offsets below count from its start).
@@ -101,10 +116,8 @@ public struct IndexedJSONObject: Sendable {
 
     func withPlainString<R>(_ member: Member, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
         bytes.withUnsafeBufferPointer { buffer -> R? in
-            guard buffer[member.valueStart] == UInt8(ascii: "\"") else { return nil }
-            let content = UnsafeBufferPointer(rebasing: buffer[(member.valueStart + 1)..<(member.valueEnd - 1)])
-            guard !content.contains(UInt8(ascii: "\\")) else { return nil }
-            return body(content)
+            guard member.valueIsPlain, buffer[member.valueStart] == UInt8(ascii: "\"") else { return nil }
+            return body(UnsafeBufferPointer(rebasing: buffer[(member.valueStart + 1)..<(member.valueEnd - 1)]))
         }
     }
 
@@ -117,18 +130,20 @@ public struct IndexedJSONObject: Sendable {
 
     func plainInteger(_ member: Member) -> Int64? {
         bytes.withUnsafeBufferPointer { buffer -> Int64? in
-            let digits = buffer[member.valueStart..<member.valueEnd]
-            guard (1...18).contains(digits.count), let first = digits.first else { return nil }
-            let negative = first == UInt8(ascii: "-")
-            var value: Int64 = 0
-            var seen = 0
-            for byte in negative ? digits.dropFirst() : digits[...] {
-                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-                value = value &* 10 &+ Int64(byte &- UInt8(ascii: "0"))
-                seen += 1
-            }
+            var index = member.valueStart
+            let end = member.valueEnd
+            guard end - index >= 1, end - index <= 18 else { return nil }
+            let negative = buffer[index] == UInt8(ascii: "-")
+            if negative { index += 1 }
             // The scan checked the grammar (no leading zeros); a lone "-" cannot pass it, but is refused here too.
-            guard seen > 0 else { return nil }
+            guard index < end else { return nil }
+            var value: Int64 = 0
+            while index < end {
+                let digit = buffer[index] &- UInt8(ascii: "0")
+                guard digit < 10 else { return nil }
+                value = value &* 10 &+ Int64(digit)
+                index += 1
+            }
             return negative ? -value : value
         }
     }
@@ -200,11 +215,21 @@ public struct IndexedJSONObject: Sendable {
 
     func value(of member: Member) -> JSONValue? {
         bytes.withUnsafeBufferPointer { buffer in
-            // A plain string (the common case) is its bytes; anything else is parsed again where it lies.
+            // A plain string (the common case) is its bytes, a literal its first byte (the scan checked the rest), and an
+            // integer of at most 18 characters its digits; anything else is parsed again where it lies.
             let first = buffer[member.valueStart]
-            if first == UInt8(ascii: "\""), !buffer[member.valueStart..<member.valueEnd].contains(UInt8(ascii: "\\")) {
-                return .string(
-                    String(decoding: UnsafeBufferPointer(rebasing: buffer[(member.valueStart + 1)..<(member.valueEnd - 1)]), as: UTF8.self))
+            switch first {
+            case UInt8(ascii: "\""):
+                if member.valueIsPlain {
+                    return .string(
+                        String(decoding: UnsafeBufferPointer(rebasing: buffer[(member.valueStart + 1)..<(member.valueEnd - 1)]), as: UTF8.self))
+                }
+            case UInt8(ascii: "t"): return .bool(true)
+            case UInt8(ascii: "f"): return .bool(false)
+            case UInt8(ascii: "n"): return .null
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if let integer = plainInteger(member) { return .integer(integer) }
+            default: break
             }
             var cursor = JSONParser.Cursor(bytes: buffer)
             cursor.position = member.valueStart
@@ -227,15 +252,17 @@ public struct IndexedJSONObject: Sendable {
             var escapedNames: [[UInt8]] = []
             // Small objects check duplicates by scanning; larger ones switch to a set so the check stays linear.
             var seen: Set<ByteKey>? = nil
-            // Whether the bytes are their canonical writing (see ``isCanonical``): every step between tokens skips no
-            // whitespace, and every value is written as it stands.
+            // Whether the bytes are their canonical writing (see ``isCanonical``): every value written as it stands, no
+            // name with escapes, and nothing between tokens: each name's opening quote right after `{` or `,`, its value
+            // right after its colon, right after its closing quote, and `}` right after the last value.
             var canonical = true
             do throws(JSONParser.Error) {
                 cursor.skipWhitespace()
                 let start = cursor.position
                 guard start < buffer.count, buffer[start] == UInt8(ascii: "{") else { return nil }
+                var expectedQuote = start + 1
                 cursor.position += 1
-                canonical = cursor.skipNoWhitespace() && canonical
+                cursor.skipWhitespace()
                 if cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "}") {
                     cursor.position += 1
                 } else {
@@ -243,18 +270,17 @@ public struct IndexedJSONObject: Sendable {
                     // room for an Entra ID token's claims in a block malloc keeps in its per-thread cache (up to 1 KiB).
                     members.reserveCapacity(min(24, buffer.count / 16 + 1))
                     while true {
-                        canonical = cursor.skipNoWhitespace() && canonical
+                        cursor.skipWhitespace()
                         guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: "\"") else { return nil }
                         let (nameRange, decoded) = try cursor.scanString()
                         var member = Member(
                             nameStart: nameRange.lowerBound, nameEnd: nameRange.upperBound, escapedName: -1, valueStart: 0, valueEnd: 0)
                         if let decoded {
-                            canonical = false
                             member.escapedName = escapedNames.count
                             escapedNames.append(decoded)
                             member.fingerprint = decoded.withUnsafeBufferPointer { Self.fingerprint($0) }
                         } else {
-                            member.fingerprint = Self.fingerprint(UnsafeBufferPointer(rebasing: buffer[nameRange]))
+                            member.fingerprint = Self.fingerprint(in: buffer, range: nameRange)
                         }
                         if seen == nil && members.count >= Self.membersCheckedByScan {
                             seen = Set(members.map { ByteKey(bytes: name(of: $0, in: buffer, escapedNames: escapedNames)) })
@@ -268,15 +294,22 @@ public struct IndexedJSONObject: Sendable {
                         {
                             return nil
                         }
-                        canonical = cursor.skipNoWhitespace() && canonical
+                        cursor.skipWhitespace()
                         guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: ":") else { return nil }
                         cursor.position += 1
-                        canonical = cursor.skipNoWhitespace() && canonical
-                        member.valueStart = cursor.position
-                        canonical = try cursor.skipValue(depth: 1) && canonical
-                        member.valueEnd = cursor.position
+                        cursor.skipWhitespace()
+                        let valueStart = cursor.position
+                        let valueIsPlain = try cursor.skipValue(depth: 1)
+                        let valueEnd = cursor.position
+                        if !valueIsPlain || decoded != nil || nameRange.lowerBound != expectedQuote &+ 1 || valueStart != nameRange.upperBound &+ 2 {
+                            canonical = false
+                        }
+                        expectedQuote = valueEnd &+ 1
+                        member.valueStart = valueStart
+                        member.valueEnd = valueEnd
+                        member.valueIsPlain = valueIsPlain
                         members.append(member)
-                        canonical = cursor.skipNoWhitespace() && canonical
+                        cursor.skipWhitespace()
                         guard cursor.position < buffer.count else { return nil }
                         if buffer[cursor.position] == UInt8(ascii: ",") {
                             cursor.position += 1
@@ -288,6 +321,7 @@ public struct IndexedJSONObject: Sendable {
                     }
                 }
                 let end = cursor.position
+                canonical = canonical && expectedQuote == end - (members.isEmpty ? 1 : 0)
                 cursor.skipWhitespace()
                 guard cursor.position == buffer.count else { return nil }
                 return IndexedJSONObject(
@@ -362,31 +396,21 @@ extension JSONParser.Cursor {
         case UInt8(ascii: "\""):
             return try scanString().decoded == nil
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            try skipNumber()
-            return Self.isPlainInteger(UnsafeBufferPointer(rebasing: bytes[start..<position]))
-        case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
-            _ = try parseValue(depth: depth)
+            // `-0` is the one short integer the tree writes otherwise (as `0`).
+            return try skipNumber() && !(position - start == 2 && bytes[start] == UInt8(ascii: "-") && bytes[start + 1] == UInt8(ascii: "0"))
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return true
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return true
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
             return true
         default:
             _ = try parseValue(depth: depth)
             return false
         }
-    }
-
-    /// Skips whitespace; true when there was none (the canonical writing has none between tokens).
-    mutating func skipNoWhitespace() -> Bool {
-        let before = position
-        skipWhitespace()
-        return position == before
-    }
-
-    /// Whether a number's bytes (grammar already checked) are an integer of at most 18 characters other than `-0`:
-    /// an Int64 that the tree writes back as these very bytes.
-    static func isPlainInteger(_ number: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard number.count <= 18, let first = number.first else { return false }
-        let digits = first == UInt8(ascii: "-") ? UnsafeBufferPointer(rebasing: number.dropFirst()) : number
-        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
-        return !(number.count == 2 && first == UInt8(ascii: "-") && number[1] == UInt8(ascii: "0"))
     }
 
     /// Writes the value at the cursor as ``JSONWriter`` writes the parsed value (the cursor is on checked bytes).

@@ -274,11 +274,14 @@ public struct JSONParser {
 
         /// Steps over a number, checking it as ``parseNumber()`` does; an integer of at most 18 characters (every
         /// NumericDate) cannot be out of range, so it is not converted.
-        mutating func skipNumber() throws(Error) {
+        /// True when the number is an integer of at most 18 characters (an Int64 read without a check).
+        @discardableResult
+        mutating func skipNumber() throws(Error) -> Bool {
             let start = position
             let isInteger = try scanNumber()
-            if isInteger && position - start <= 18 { return }
+            if isInteger && position - start <= 18 { return true }
             _ = try numberValue(from: start, isInteger: isInteger)
+            return false
         }
 
         /// Steps over the number's grammar (RFC 8259 §6); true when it has no fraction and no exponent.
