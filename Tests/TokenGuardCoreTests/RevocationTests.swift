@@ -1,5 +1,5 @@
 import Testing
-import TokenGuardCore
+@testable import TokenGuardCore
 
 /// The revocation rule and Apple's notification events, without a store.
 struct RevocationTests {
@@ -32,6 +32,22 @@ struct RevocationTests {
         )
         // Every subject a valid token can carry can be revoked: control characters and long ones included.
         #expect(Revocation.isValidSubject("a\nb\t") && Revocation.isValidSubject(String(repeating: "a", count: 1024)))
+    }
+
+    @Test("a NUL is found in a subject wherever it lies, and bytes around zero are not taken for it")
+    func nulAnywhere() {
+        for count in 1...20 {
+            for filler: UInt8 in [0x01, 0x7F, 0x80, 0xFF, UInt8(ascii: "a")] {
+                let plain = [UInt8](repeating: filler, count: count)
+                #expect(plain.withUnsafeBufferPointer { !ByteCompare.containsZero($0) })
+                for position in 0..<count {
+                    var bytes = plain
+                    bytes[position] = 0
+                    #expect(bytes.withUnsafeBufferPointer { ByteCompare.containsZero($0) }, "\(count) \(filler) \(position)")
+                    if filler == UInt8(ascii: "a") { #expect(!Revocation.isValidSubject(String(decoding: bytes, as: UTF8.self))) }
+                }
+            }
+        }
     }
 
     func claims(_ events: JSONValue) -> JSONObject { JSONObject([("events", events)]) }

@@ -31,6 +31,23 @@ extension String {
 /// Byte comparison a word at a time (tokens are compared on every verified-token cache hit).
 @usableFromInline
 enum ByteCompare {
+    /// True when `bytes` holds a zero byte (looked for a word at a time: every verification checks its subject).
+    static func containsZero(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let raw = UnsafeRawBufferPointer(bytes)
+        var offset = 0
+        // The classic zero-byte test: exact as to whether any byte of the word is zero.
+        while offset + 8 <= raw.count {
+            let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            if (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080 != 0 { return true }
+            offset += 8
+        }
+        while offset < raw.count {
+            if raw[offset] == 0 { return true }
+            offset += 1
+        }
+        return false
+    }
+
     /// True when both buffers, of the same length, hold the same bytes.
     @inlinable
     static func equal(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {

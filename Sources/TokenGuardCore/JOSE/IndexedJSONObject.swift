@@ -252,6 +252,7 @@ public struct IndexedJSONObject: Sendable {
             var escapedNames: [[UInt8]] = []
             // Small objects check duplicates by scanning; larger ones switch to a set so the check stays linear.
             var seen: Set<ByteKey>? = nil
+            var fingerprintBits: UInt64 = 0
             // Whether the bytes are their canonical writing (see ``isCanonical``): every value written as it stands, no
             // name with escapes, and nothing between tokens: each name's opening quote right after `{` or `,`, its value
             // right after its colon, right after its closing quote, and `}` right after the last value.
@@ -285,15 +286,19 @@ public struct IndexedJSONObject: Sendable {
                         if seen == nil && members.count >= Self.membersCheckedByScan {
                             seen = Set(members.map { ByteKey(bytes: name(of: $0, in: buffer, escapedNames: escapedNames)) })
                         }
+                        // One bit per fingerprint, of 64: a name whose bit no earlier name set is new without a search.
+                        let fingerprintBit: UInt64 = 1 &<< (member.fingerprint &* 0x9E37_79B9_7F4A_7C15 &>> 58)
                         if seen != nil {
                             let key = ByteKey(bytes: decoded ?? Array(buffer[nameRange]))
                             guard seen?.insert(key).inserted == true else { return nil }
-                        } else if hasMember(
-                            named: nameRange, decoded: decoded, fingerprint: member.fingerprint, among: members, escapedNames: escapedNames,
-                            in: buffer)
+                        } else if fingerprintBits & fingerprintBit != 0,
+                            hasMember(
+                                named: nameRange, decoded: decoded, fingerprint: member.fingerprint, among: members, escapedNames: escapedNames,
+                                in: buffer)
                         {
                             return nil
                         }
+                        fingerprintBits |= fingerprintBit
                         cursor.skipWhitespace()
                         guard cursor.position < buffer.count, buffer[cursor.position] == UInt8(ascii: ":") else { return nil }
                         cursor.position += 1

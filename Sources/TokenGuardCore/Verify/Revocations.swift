@@ -19,7 +19,7 @@ public struct Revocation: Sendable, Equatable {
         let count = subject.utf8.count
         guard count > 0, count <= maximumSubjectBytes else { return false }
         // In place: the generic walk of a String's UTF-8 view costs about thirty instructions a byte, on every verification.
-        if let hasNUL = subject.utf8.withContiguousStorageIfAvailable({ $0.contains(0) }) { return !hasNUL }
+        if let hasNUL = subject.utf8.withContiguousStorageIfAvailable({ ByteCompare.containsZero($0) }) { return !hasNUL }
         return !subject.utf8.contains(0)
     }
 }
