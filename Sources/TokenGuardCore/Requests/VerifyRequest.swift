@@ -279,6 +279,10 @@ extension JSONParser.Cursor {
         return try? parseString()
     }
 
-    /// Past `text` when it comes next; else false, the cursor where it was.
-    mutating func literal(_ text: StaticString) -> Bool { (try? expectLiteral(text)) != nil }
+    /// Past `text` when it comes next; else false, the cursor where it was. A value that does not even start like
+    /// `text` (the usual case: a string where `null` is allowed) is told apart without the refusal's throw.
+    mutating func literal(_ text: StaticString) -> Bool {
+        guard position < bytes.count, text.utf8CodeUnitCount > 0, bytes[position] == text.utf8Start.pointee else { return false }
+        return (try? expectLiteral(text)) != nil
+    }
 }
