@@ -246,6 +246,17 @@ struct IndexedJSONObjectTests {
         }
     }
 
+    @Test("the duplicate check's bitmap spreads the claim names a verifier reads, whatever their first byte")
+    func fingerprintBits() {
+        let bits = Set(
+            ClaimName.allCases.map { claim in
+                Array(claim.text.utf8).withUnsafeBufferPointer { IndexedJSONObject.bit(of: IndexedJSONObject.fingerprint($0)) }
+            })
+        // 17 names into 64 bits: the hash gives 13 distinct bits; one of the first byte alone would give 10.
+        #expect(bits.count >= 13)
+        #expect(bits.allSatisfy { $0.nonzeroBitCount == 1 })
+    }
+
     @Test("JSONWriter's integers", arguments: [Int64.min, Int64.min + 1, -10, -1, 0, 1, 9, 10, 1_700_000_000, Int64.max])
     func integers(value: Int64) {
         #expect(JSONWriter.bytes(.integer(value)) == Array(String(value).utf8))

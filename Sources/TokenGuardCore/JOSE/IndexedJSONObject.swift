@@ -287,7 +287,7 @@ public struct IndexedJSONObject: Sendable {
                             seen = Set(members.map { ByteKey(bytes: name(of: $0, in: buffer, escapedNames: escapedNames)) })
                         }
                         // One bit per fingerprint, of 64: a name whose bit no earlier name set is new without a search.
-                        let fingerprintBit: UInt64 = 1 &<< (member.fingerprint &* 0x9E37_79B9_7F4A_7C15 &>> 58)
+                        let fingerprintBit = Self.bit(of: member.fingerprint)
                         if seen != nil {
                             let key = ByteKey(bytes: decoded ?? Array(buffer[nameRange]))
                             guard seen?.insert(key).inserted == true else { return nil }
@@ -336,6 +336,10 @@ public struct IndexedJSONObject: Sendable {
             }
         }
     }
+
+    /// A fingerprint's bit among 64 for the scan's duplicate check: the top six bits of a multiplicative hash, so names
+    /// that share a first byte (`nbf`, `nonce`) still spread. Equal fingerprints always have the same bit.
+    static func bit(of fingerprint: UInt64) -> UInt64 { 1 &<< ((fingerprint &* 0x9E37_79B9_7F4A_7C15) &>> 58) }
 
     /// A member's name as bytes (decoded when it has escapes).
     private static func name(of member: Member, in buffer: UnsafeBufferPointer<UInt8>, escapedNames: [[UInt8]]) -> [UInt8] {
