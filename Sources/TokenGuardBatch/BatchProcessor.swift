@@ -42,7 +42,10 @@ package struct BatchProcessor: Sendable {
         do {
             request = try BatchLineRequest(bytes, defaultAt: defaultAt)
         } catch {
-            return output(id: error.id, provider: error.provider, .failure(error.error))
+            // A line that is not JSON (a corrupt byte in its token, say) still gets its id back when the member can be
+            // read, as an over-long line's is: one bad line in a log does not leave its answer unmatched.
+            let id = error.id == .null ? OverlongLine(head: Array(bytes.prefix(LineReader.headBytes))).id : error.id
+            return output(id: id, provider: error.provider, .failure(error.error))
         }
         // JWS tokens verify from the keys in hand without suspending; opaque ones ask their provider.
         let result: VerificationResult

@@ -1,8 +1,8 @@
 import TokenGuardCore
 
-/// What can be read from the first bytes of a batch line that is over the limit (contract: "Batch ids"): its
-/// `id`, when the member and its whole value lie within those bytes, and whether the line is a request whose
-/// token is what made it too long.
+/// What can be read from the first bytes of a batch line that is over the limit (contract: "Batch ids"), or of one
+/// that is not JSON: its `id`, when the member (only one) and its whole value lie within those bytes, and whether the
+/// line is a request whose token is what made it too long.
 struct OverlongLine {
     var id: JSONValue = .null
     /// True when a top-level `token` string starts in the head and does not end there.
@@ -10,6 +10,7 @@ struct OverlongLine {
 
     init(head: [UInt8]) {
         let bytes = head
+        var idSeen = 0
         var index = bytes.startIndex
         func skipBlanks() { while index < bytes.endIndex, [0x20, 0x09, 0x0D, 0x0A].contains(bytes[index]) { index += 1 } }
         /// The end (exclusive) of the string starting at `from` (a quote), or nil when it does not end in the head.
@@ -71,7 +72,11 @@ struct OverlongLine {
                 if name?.sameBytes(as: "token") == true, index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") { tokenRunsOver = true }
                 return
             }
-            if name?.sameBytes(as: "id") == true, let value = try? JSONParser.parse(Array(bytes[index..<end])) { id = value }
+            if name?.sameBytes(as: "id") == true {
+                // Two ids: neither is the line's (a parser would refuse the line), so none is echoed.
+                idSeen += 1
+                id = idSeen == 1 ? (try? JSONParser.parse(Array(bytes[index..<end]))) ?? .null : .null
+            }
             index = end
             skipBlanks()
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: ",") else { return }

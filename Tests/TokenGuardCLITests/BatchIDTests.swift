@@ -37,6 +37,37 @@ struct BatchIDTests {
         #expect(verdicts[3]["error"]?.objectValue?["code"] == .string("malformed_token"))
     }
 
+    @Test("a line that is not JSON (a byte that is not UTF-8) gets its id back when one id member can be read")
+    func idsOfLinesThatAreNotJSON() async throws {
+        let workspace = try TempWorkspace()
+        let config = try config(workspace)
+        let lines: [[UInt8]] = [
+            Array("{\"id\":7,\"provider\":\"apple\",\"token\":\"a".utf8) + [0xFF] + Array("b.c.d\"}".utf8),
+            Array("{\"provider\":\"ap".utf8) + [0xFF] + Array("ple\",\"token\":\"x.y.z\",\"id\":\"after\"}".utf8),
+            Array("{\"id\":\"q".utf8) + [0xFF] + Array("\",\"provider\":\"apple\",\"token\":\"x.y.z\"}".utf8),
+            Array("{\"id\":1,\"id\":2,\"provider\":\"apple\",\"token\":\"x".utf8) + [0xFF] + Array("\"}".utf8),
+            Array("{\"id\":[1,{\"k\":\"v\"}],\"provider\":\"apple\",\"token\":\"x.y.z\",}".utf8),
+            Array("{\"id\":5,\"provider\":\"apple\",\"token\":\"x.y.z\"}".utf8),
+        ]
+        let path = workspace.url.appendingPathComponent("lines.ndjson").path
+        try Data(lines.map { $0 + [0x0A] }.joined()).write(to: URL(fileURLWithPath: path))
+        let run = try await BinaryRunner.run(["batch", "--config", config, path])
+        let verdicts = try run.stdout.split(separator: "\n").map { try JSONParser.parseObject(Array($0.utf8)) }
+        #expect(verdicts.count == lines.count)
+        guard verdicts.count == lines.count else { return }
+        #expect(verdicts[0]["id"] == .integer(7))
+        #expect(verdicts[1]["id"] == .string("after"), "the id is read after the broken member too")
+        #expect(verdicts[2]["id"] == .null, "an id that is itself not UTF-8 is not echoed")
+        #expect(verdicts[3]["id"] == .null, "two ids: neither is the line's")
+        #expect(verdicts[4]["id"] == .array([.integer(1), .object(JSONObject([("k", .string("v"))]))]))
+        for index in 0..<5 {
+            #expect(verdicts[index]["error"]?.objectValue?["code"] == .string("invalid_request"), "line \(index)")
+            #expect(verdicts[index]["valid"] == .bool(false))
+        }
+        #expect(verdicts[5]["id"] == .integer(5))
+        #expect(verdicts[5]["error"]?.objectValue?["code"] == .string("malformed_token"))
+    }
+
     @Test("a numeric id comes back as it was written, not as the nearest double")
     func numericIDsAsWritten() async throws {
         let workspace = try TempWorkspace()
