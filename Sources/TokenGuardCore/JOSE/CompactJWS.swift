@@ -226,16 +226,41 @@ public struct CompactJWS: Sendable {
 }
 
 /// The protected header members tokenguard reads. Everything else is ignored, never acted upon.
+///
+/// The members live in one shared, immutable object: a header known from an earlier token (``VerifiedHeaders``) is
+/// handed to every verification from any thread, and copying one reference counts one object, not each of its strings
+/// (counts that two threads verifying at once would contend for).
 public struct JOSEHeader: Sendable {
+    private final class Members: Sendable {
+        let algorithm: String
+        let keyID: String?
+        let type: String?
+        let hasNonce: Bool
+        let ignoredKeyReferences: [String]
+
+        init(algorithm: String, keyID: String?, type: String?, hasNonce: Bool, ignoredKeyReferences: [String]) {
+            self.algorithm = algorithm
+            self.keyID = keyID
+            self.type = type
+            self.hasNonce = hasNonce
+            self.ignoredKeyReferences = ignoredKeyReferences
+        }
+    }
+
+    private let members: Members
     /// The `alg` string as sent (checked against the allow-list later).
-    public let algorithm: String
-    public let keyID: String?
-    public let type: String?
+    public var algorithm: String { members.algorithm }
+    public var keyID: String? { members.keyID }
+    public var type: String? { members.type }
     /// True when the header carries `nonce`: Microsoft Graph access tokens do, ID tokens never.
-    public let hasNonce: Bool
+    public var hasNonce: Bool { members.hasNonce }
     /// Header members that name keys or key locations (`jwk`, `jku`, `x5u`, `x5c`): recorded only so that
     /// `explain` can say they were ignored. They are never used to find or build a key.
-    public let ignoredKeyReferences: [String]
+    public var ignoredKeyReferences: [String] { members.ignoredKeyReferences }
+
+    init(algorithm: String, keyID: String?, type: String?, hasNonce: Bool, ignoredKeyReferences: [String]) {
+        members = Members(algorithm: algorithm, keyID: keyID, type: type, hasNonce: hasNonce, ignoredKeyReferences: ignoredKeyReferences)
+    }
 
     /// Extensions tokenguard understands when listed in `crit`. None: any `crit` entry is refused.
     public static let understoodCriticalExtensions: Set<String> = []

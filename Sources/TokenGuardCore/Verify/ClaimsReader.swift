@@ -60,8 +60,8 @@ struct ClaimsReader {
     /// Where each ``ClaimName`` is: its member's position, or -1 (names are unique: the index refuses duplicates).
     private let found: InlineArray<17, Int32>
 
-    init(claims: IndexedJSONObject) {
-        self.claims = claims
+    /// `claims` is consumed (kept, not copied); ``claims`` gives it back.
+    init(claims: consuming IndexedJSONObject) {
         var found = InlineArray<17, Int32>(repeating: -1)
         // Positions fit: the index holds offsets in 32 bits, so it never has more members than that.
         var position: Int32 = 0
@@ -70,6 +70,7 @@ struct ClaimsReader {
             position &+= 1
         }
         self.found = found
+        self.claims = claims
     }
 
     private func member(_ name: ClaimName) -> IndexedJSONObject.Member? {

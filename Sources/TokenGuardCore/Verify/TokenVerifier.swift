@@ -301,7 +301,11 @@ public final class TokenVerifier: Sendable {
         throw VerificationError(.invalidSignature, "the signature does not verify with key \"\((jws.header.keyID ?? "").excerpt(bytes: 64))\"")
     }
 
-    func checkClaims(_ claims: IndexedJSONObject, key: VerificationKey, nonce: String?, now: Int64) throws(VerificationError) -> Verdict {
+    /// `claims` is consumed: the reader holds it, then hands it to the verdict (one reference each to its bytes and its
+    /// members, not a count per copy).
+    func checkClaims(_ claims: consuming IndexedJSONObject, key: VerificationKey, nonce: String?, now: Int64) throws(VerificationError)
+        -> Verdict
+    {
         let reader = ClaimsReader(claims: claims)
         let (issuer, tenantID) = try checkIssuer(reader, key: key)
         let audience = try checkAudience(reader)
@@ -332,10 +336,12 @@ public final class TokenVerifier: Sendable {
         guard userIDIsSubject || Revocation.isValidSubject(userID) else { throw Self.unusableIdentity(policy.userIDClaim, userID) }
         if let undecidedTenant { throw undecidedTenant }
         let email = try reader.string(.email)
+        let emailIsVerified = try emailVerified(reader, email: email)
+        let appleFlags = policy.kind == .apple ? Self.appleFlags(reader) : nil
         return Verdict(
             provider: policy.name, subject: subject, userID: userID, issuer: issuer, audience: audience, expiresAt: expiresAt,
-            issuedAt: issuedAt, keyID: key.keyID, email: email, emailVerified: try emailVerified(reader, email: email),
-            tenantID: tenantID, claims: claims, appleFlags: policy.kind == .apple ? Self.appleFlags(reader) : nil)
+            issuedAt: issuedAt, keyID: key.keyID, email: email, emailVerified: emailIsVerified, tenantID: tenantID,
+            claims: (consume reader).claims, appleFlags: appleFlags)
     }
 
     private static func unusableIdentity(_ claim: String, _ value: String) -> VerificationError {
@@ -565,44 +571,54 @@ extension String {
     /// Whether this issuer template with `{tenantid}` replaced by `tid` has exactly the bytes of `candidate`, compared
     /// in place (the common Microsoft check, without building the filled issuer).
     func filled(withTenantID tid: String, equals candidate: String) -> Bool {
-        var template = self
-        var tid = tid
-        var candidate = candidate
-        return template.withUTF8 { template in
-            tid.withUTF8 { tid in
-                candidate.withUTF8 { candidate in
-                    let placeholder = StaticString("{tenantid}")
-                    let marker = UnsafeRawBufferPointer(start: placeholder.utf8Start, count: placeholder.utf8CodeUnitCount)
-                    var position = 0
-                    // The next `count` bytes of the candidate are `expected`: a word at a time.
-                    func consume(_ expected: UnsafeRawBufferPointer) -> Bool {
-                        guard expected.count <= candidate.count - position,
-                            ByteCompare.equal(
-                                expected, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: candidate[position..<(position + expected.count)])))
-                        else { return false }
-                        position += expected.count
-                        return true
-                    }
-                    var literalStart = 0
-                    var index = 0
-                    while index < template.count {
-                        guard template[index] == UInt8(ascii: "{"), marker.count <= template.count - index,
-                            ByteCompare.equal(marker, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[index..<(index + marker.count)])))
-                        else {
-                            index += 1
-                            continue
-                        }
-                        guard consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<index]))),
-                            consume(UnsafeRawBufferPointer(tid))
-                        else { return false }
-                        index += marker.count
-                        literalStart = index
-                    }
-                    return consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<template.count])))
-                        && position == candidate.count
+        // The three strings' bytes where they lie (native strings always have them): `withUTF8` on copies of them cost
+        // a retain and a release each.
+        let inPlace = utf8.withContiguousStorageIfAvailable { template in
+            tid.utf8.withContiguousStorageIfAvailable { tid in
+                candidate.utf8.withContiguousStorageIfAvailable { candidate in
+                    Self.filled(template: template, tid: tid, equals: candidate)
                 }
             }
         }
+        if let inPlace, let inner = inPlace, let result = inner { return result }
+        return Array(utf8).withUnsafeBufferPointer { template in
+            Array(tid.utf8).withUnsafeBufferPointer { tid in
+                Array(candidate.utf8).withUnsafeBufferPointer { candidate in Self.filled(template: template, tid: tid, equals: candidate) }
+            }
+        }
+    }
+
+    private static func filled(
+        template: UnsafeBufferPointer<UInt8>, tid: UnsafeBufferPointer<UInt8>, equals candidate: UnsafeBufferPointer<UInt8>
+    ) -> Bool {
+        let placeholder = StaticString("{tenantid}")
+        let marker = UnsafeRawBufferPointer(start: placeholder.utf8Start, count: placeholder.utf8CodeUnitCount)
+        var position = 0
+        // The next `count` bytes of the candidate are `expected`: a word at a time.
+        func consume(_ expected: UnsafeRawBufferPointer) -> Bool {
+            guard expected.count <= candidate.count - position,
+                ByteCompare.equal(expected, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: candidate[position..<(position + expected.count)])))
+            else { return false }
+            position += expected.count
+            return true
+        }
+        var literalStart = 0
+        var index = 0
+        while index < template.count {
+            guard template[index] == UInt8(ascii: "{"), marker.count <= template.count - index,
+                ByteCompare.equal(marker, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[index..<(index + marker.count)])))
+            else {
+                index += 1
+                continue
+            }
+            guard consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<index]))),
+                consume(UnsafeRawBufferPointer(tid))
+            else { return false }
+            index += marker.count
+            literalStart = index
+        }
+        return consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<template.count])))
+            && position == candidate.count
     }
 
     /// The issuer template with `{tenantid}` replaced, over bytes (Swift's `replacing` walks Characters: several
