@@ -42,9 +42,14 @@ package struct BatchProcessor: Sendable {
         do {
             request = try BatchLineRequest(bytes, defaultAt: defaultAt)
         } catch {
-            // A line that is not JSON (a corrupt byte in its token, say) still gets its id back when the member can be
-            // read, as an over-long line's is: one bad line in a log does not leave its answer unmatched.
-            let id = error.id == .null ? OverlongLine(head: Array(bytes.prefix(LineReader.headBytes))).id : error.id
+            // A line that is not JSON (a corrupt byte in its token, say) still gets its id back when the line is one
+            // whole object whose members can all be told apart and only one is `id`: one bad byte in a log does not
+            // leave its answer unmatched, and an id that might not be the line's own is never echoed.
+            var id = error.id
+            if id == .null {
+                let scanned = OverlongLine(head: bytes)
+                if scanned.isComplete { id = scanned.id }
+            }
             return output(id: id, provider: error.provider, .failure(error.error))
         }
         // JWS tokens verify from the keys in hand without suspending; opaque ones ask their provider.

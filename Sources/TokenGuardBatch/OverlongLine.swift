@@ -1,12 +1,16 @@
 import TokenGuardCore
 
-/// What can be read from the first bytes of a batch line that is over the limit (contract: "Batch ids"), or of one
-/// that is not JSON: its `id`, when the member (only one) and its whole value lie within those bytes, and whether the
-/// line is a request whose token is what made it too long.
+/// What can be read from the first bytes of a batch line that is over the limit (contract: "Batch ids"), or from a
+/// line that is not JSON: its `id`, when the member and its whole value lie within those bytes (and no second `id`
+/// does), whether the line is a request whose token is what made it too long, and whether the bytes are one whole
+/// object, so that no `id` can follow unseen.
 struct OverlongLine {
     var id: JSONValue = .null
     /// True when a top-level `token` string starts in the head and does not end there.
     var tokenRunsOver = false
+    /// True when the bytes are one whole object, every member delimited and nothing after it: then every `id` member
+    /// was seen (an over-long line's head never is whole).
+    var isComplete = false
 
     init(head: [UInt8]) {
         let bytes = head
@@ -31,7 +35,9 @@ struct OverlongLine {
             switch bytes[from] {
             case UInt8(ascii: "\""): return stringEnd(from)
             case UInt8(ascii: "{"), UInt8(ascii: "["):
-                var depth = 0
+                // The closing bracket each open one needs, innermost last: a `]` cannot close a `{` (an `id` inside a
+                // nested object must not pass for the line's own).
+                var closers: [UInt8] = []
                 var position = from
                 while position < bytes.endIndex {
                     switch bytes[position] {
@@ -39,10 +45,11 @@ struct OverlongLine {
                         guard let end = stringEnd(position) else { return nil }
                         position = end
                         continue
-                    case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                    case UInt8(ascii: "{"): closers.append(UInt8(ascii: "}"))
+                    case UInt8(ascii: "["): closers.append(UInt8(ascii: "]"))
                     case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                        depth -= 1
-                        if depth == 0 { return position + 1 }
+                        guard closers.popLast() == bytes[position] else { return nil }
+                        if closers.isEmpty { return position + 1 }
                     default: break
                     }
                     position += 1
@@ -79,6 +86,12 @@ struct OverlongLine {
             }
             index = end
             skipBlanks()
+            if index < bytes.endIndex, bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                skipBlanks()
+                isComplete = index == bytes.endIndex
+                return
+            }
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: ",") else { return }
             index += 1
         }

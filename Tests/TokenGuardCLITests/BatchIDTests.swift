@@ -37,7 +37,7 @@ struct BatchIDTests {
         #expect(verdicts[3]["error"]?.objectValue?["code"] == .string("malformed_token"))
     }
 
-    @Test("a line that is not JSON (a byte that is not UTF-8) gets its id back when one id member can be read")
+    @Test("a line that is not JSON (a byte that is not UTF-8) gets its id back when it is one whole object with one id member")
     func idsOfLinesThatAreNotJSON() async throws {
         let workspace = try TempWorkspace()
         let config = try config(workspace)
@@ -46,8 +46,17 @@ struct BatchIDTests {
             Array("{\"provider\":\"ap".utf8) + [0xFF] + Array("ple\",\"token\":\"x.y.z\",\"id\":\"after\"}".utf8),
             Array("{\"id\":\"q".utf8) + [0xFF] + Array("\",\"provider\":\"apple\",\"token\":\"x.y.z\"}".utf8),
             Array("{\"id\":1,\"id\":2,\"provider\":\"apple\",\"token\":\"x".utf8) + [0xFF] + Array("\"}".utf8),
-            Array("{\"id\":[1,{\"k\":\"v\"}],\"provider\":\"apple\",\"token\":\"x.y.z\",}".utf8),
+            Array("{\"id\":[1,{\"k\":\"v\"}],\"provider\":\"apple\",\"token\":\"x".utf8) + [0xC3] + Array("\"}".utf8),
             Array("{\"id\":5,\"provider\":\"apple\",\"token\":\"x.y.z\"}".utf8),
+            // Red team 51: a second id far beyond the first 4 KiB, ids without a comma between them, an id inside a
+            // nested object whose brackets do not pair, and a truncated line: none of them is surely the line's id.
+            Array("{\"id\":\"first\",\"pad\":\"\(String(repeating: "x", count: 5000))\",\"id\":\"second\",\"token\":\"".utf8) + [0xFF]
+                + Array("\"}".utf8),
+            Array("{\"id\":\"a\" \"id\":\"b\",\"token\":\"".utf8) + [0xFF] + Array("\"}".utf8),
+            Array("{\"a\":{\"x\":],\"id\":\"inner\"},\"provider\":\"apple\",\"token\":\"".utf8) + [0xFF] + Array("\"}".utf8),
+            Array("{\"id\":9,\"provider\":\"apple\",\"token\":\"x.y".utf8),
+            Array("{\"id\":10,\"token\":\"x\"} trailing".utf8),
+            Array("{\"id\":11,\"provider\":\"apple\",\"token\":\"x.y.z\",}".utf8),
         ]
         let path = workspace.url.appendingPathComponent("lines.ndjson").path
         try Data(lines.map { $0 + [0x0A] }.joined()).write(to: URL(fileURLWithPath: path))
@@ -66,6 +75,10 @@ struct BatchIDTests {
         }
         #expect(verdicts[5]["id"] == .integer(5))
         #expect(verdicts[5]["error"]?.objectValue?["code"] == .string("malformed_token"))
+        for index in 6..<lines.count {
+            #expect(verdicts[index]["id"] == .null, "line \(index): \(verdicts[index])")
+            #expect(verdicts[index]["error"]?.objectValue?["code"] == .string("invalid_request"), "line \(index)")
+        }
     }
 
     @Test("a numeric id comes back as it was written, not as the nearest double")

@@ -221,8 +221,9 @@ struct CLITests {
                 let verdict = try json(String(line))
                 let code = verdict["error"]?.objectValue?["code"]?.stringValue ?? "valid"
                 #expect(code == expected[index], "line \(index): \(line.prefix(200))")
-                // A truncated line (not JSON) keeps its id too: the member and its value are whole.
-                let id: JSONValue = index >= 3000 ? .string("huge") : .integer(Int64(index))
+                // A truncated line is not one whole object: an id after the cut could not have been seen, so none is echoed.
+                let truncated = index % 6 == 4 && index % 4 == 0
+                let id: JSONValue = index >= 3000 ? .string("huge") : truncated ? .null : .integer(Int64(index))
                 #expect(verdict["id"] == id, "order and id kept at line \(index)")
             }
             #expect(result.stderr.contains("3001 lines, 500 valid"), "summary: \(result.stderr)")
