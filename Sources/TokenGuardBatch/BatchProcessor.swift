@@ -26,7 +26,7 @@ package struct BatchProcessor: Sendable {
         switch line {
         case .tooLong(let count, let head):
             // The id comes back when it lies within the line's first 4 KiB (contract: "Batch ids").
-            let overlong = OverlongLine(head: head)
+            let overlong = LenientLineScan(bytes: head)
             let error =
                 overlong.tokenRunsOver
                 ? VerificationError(.tokenTooLarge, "line is \(count) bytes: its token is over the limit")
@@ -47,7 +47,7 @@ package struct BatchProcessor: Sendable {
             // leave its answer unmatched, and an id that might not be the line's own is never echoed.
             var id = error.id
             if id == .null {
-                let scanned = OverlongLine(head: bytes)
+                let scanned = LenientLineScan(bytes: bytes)
                 if scanned.isComplete { id = scanned.id }
             }
             return output(id: id, provider: error.provider, .failure(error.error))

@@ -140,12 +140,13 @@ package struct BatchRunner: Sendable {
 
     /// `[#######.............]  35%  120000 lines  41000 tokens/s  ETA 0:07` (bar and ETA only for a file).
     package static func progressLine(lines: Int, elapsed: Double, bytesRead: Int, totalBytes: Int?) -> String {
-        let rate = Double(lines) / max(elapsed, 0.001)
-        var text = "\(lines) lines  \(Int(rate)) tokens/s"
+        // A clock reading that is not a finite positive number (never expected) shows a rate of 0, never traps.
+        let rate = elapsed.isFinite && elapsed > 0 ? Double(lines) / max(elapsed, 0.001) : 0
+        var text = "\(lines) lines  \(Int(exactly: rate.rounded(.down)) ?? 0) tokens/s"
         if let totalBytes, totalBytes > 0 {
             let fraction = min(Double(bytesRead) / Double(totalBytes), 1)
             let filled = Int(fraction * 20)
-            let remaining = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0
+            let remaining = fraction > 0 && elapsed.isFinite ? elapsed * (1 - fraction) / fraction : 0
             let seconds = remaining.isFinite ? Int(min(max(remaining, 0), 359_999).rounded()) : 0
             text =
                 "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "] "

@@ -126,3 +126,15 @@ struct LineReaderTests {
         }
     }
 }
+
+@Suite("Batch progress line")
+struct ProgressLineTests {
+    @Test("a clock reading that is NaN, infinite, zero or negative shows a rate of 0 and never traps")
+    func oddElapsedTimes() {
+        for elapsed in [Double.nan, .infinity, -.infinity, 0, -1, 1e-300, 1e300] {
+            let line = BatchRunner.progressLine(lines: 1000, elapsed: elapsed, bytesRead: 50, totalBytes: 100)
+            #expect(line.contains("1000 lines"), "\(elapsed): \(line)")
+        }
+        #expect(BatchRunner.progressLine(lines: 1000, elapsed: 2, bytesRead: 50, totalBytes: 100).contains("500 tokens/s"))
+    }
+}

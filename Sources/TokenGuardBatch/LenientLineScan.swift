@@ -1,10 +1,10 @@
 import TokenGuardCore
 
-/// What can be read from the first bytes of a batch line that is over the limit (contract: "Batch ids"), or from a
-/// line that is not JSON: its `id`, when the member and its whole value lie within those bytes (and no second `id`
+/// What a lenient scan reads from the first bytes of a batch line that is over the limit (contract: "Batch ids"), or
+/// from a line that is not JSON: its `id`, when the member and its whole value lie within those bytes (and no second `id`
 /// does), whether the line is a request whose token is what made it too long, and whether the bytes are one whole
 /// object, so that no `id` can follow unseen.
-struct OverlongLine {
+struct LenientLineScan {
     var id: JSONValue = .null
     /// True when a top-level `token` string starts in the head and does not end there.
     var tokenRunsOver = false
@@ -12,8 +12,9 @@ struct OverlongLine {
     /// was seen (an over-long line's head never is whole).
     var isComplete = false
 
-    init(head: [UInt8]) {
-        let bytes = head
+    /// Scans `bytes` (an over-long line's head, or a whole line the parser refused) without the parser: members are
+    /// told apart by quotes, brackets and commas alone, and only the `id` value is parsed.
+    init(bytes: [UInt8]) {
         var idSeen = 0
         var index = bytes.startIndex
         func skipBlanks() { while index < bytes.endIndex, [0x20, 0x09, 0x0D, 0x0A].contains(bytes[index]) { index += 1 } }
