@@ -57,8 +57,13 @@ struct LenientLineScan {
                 }
                 return nil
             default:
+                // A number or a literal, up to its delimiter. A quote, bracket, brace or backslash in it means the
+                // members cannot be told apart from here (red team 52: `0[,"id":"x",…]` hid a nested id).
                 var position = from
                 while position < bytes.endIndex, ![UInt8(ascii: ","), UInt8(ascii: "}"), 0x20, 0x09, 0x0D, 0x0A].contains(bytes[position]) {
+                    if [UInt8(ascii: "\""), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "{"), UInt8(ascii: "\\")].contains(bytes[position]) {
+                        return nil
+                    }
                     position += 1
                 }
                 return position < bytes.endIndex ? position : nil
@@ -70,17 +75,18 @@ struct LenientLineScan {
         while true {
             skipBlanks()
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\""), let nameEnd = stringEnd(index) else { return }
-            let name = (try? JSONParser.parse(Array(bytes[index..<nameEnd])))?.stringValue
+            // A name that does not decode might be `id` read another way (`"i\d"`): the scan stops, unsure.
+            guard let name = (try? JSONParser.parse(Array(bytes[index..<nameEnd])))?.stringValue else { return }
             index = nameEnd
             skipBlanks()
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: ":") else { return }
             index += 1
             skipBlanks()
             guard let end = valueEnd(index) else {
-                if name?.sameBytes(as: "token") == true, index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") { tokenRunsOver = true }
+                if name.sameBytes(as: "token"), index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") { tokenRunsOver = true }
                 return
             }
-            if name?.sameBytes(as: "id") == true {
+            if name.sameBytes(as: "id") {
                 // Two ids: neither is the line's (a parser would refuse the line), so none is echoed.
                 idSeen += 1
                 id = idSeen == 1 ? (try? JSONParser.parse(Array(bytes[index..<end]))) ?? .null : .null

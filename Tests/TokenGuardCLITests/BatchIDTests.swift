@@ -57,6 +57,13 @@ struct BatchIDTests {
             Array("{\"id\":9,\"provider\":\"apple\",\"token\":\"x.y".utf8),
             Array("{\"id\":10,\"token\":\"x\"} trailing".utf8),
             Array("{\"id\":11,\"provider\":\"apple\",\"token\":\"x.y.z\",}".utf8),
+            // Red team 52: brackets or quotes inside a bare value hid a nested id, and a name that does not decode
+            // might itself be `id`.
+            Array("{\"a\":x[,\"id\":\"fake\",\"b\":]}".utf8),
+            Array("{\"provider\":\"apple\",\"token\":\"a.b.c\",\"meta\":0[,\"id\":\"fake\",\"z\":]}".utf8),
+            Array("{\"a\":0\",\"id\":\"f\\\"x\"}".utf8),
+            Array("{\"i\\d\":\"a\",\"id\":\"b\",\"y\":1}".utf8),
+            Array("{\"i".utf8) + [0xC1, 0xA4] + Array("\":\"a\",\"id\":\"b\"}".utf8),
         ]
         let path = workspace.url.appendingPathComponent("lines.ndjson").path
         try Data(lines.map { $0 + [0x0A] }.joined()).write(to: URL(fileURLWithPath: path))
