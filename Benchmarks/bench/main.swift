@@ -97,6 +97,17 @@ do {
             return valid
         }.value
         print("batch lines: \(valid) valid")
+    } else if option("--profile-batch-line-parse") == "RS256",
+        let fixture = try Fixture.named("RS256", pem: try option("--key").map { try String(contentsOfFile: $0, encoding: .utf8) })
+    {
+        // Only the reading of a `tokenguard batch` line (for callgrind, which the batch workers' threads defeat).
+        let line = Array(
+            "{\"id\":1,\"provider\":\"apple\",\"token\":\"\(fixture.token)\",\"nonce\":\"\(fixture.nonce)\",\"at\":\(fixture.now)}".utf8)
+        var read = 0
+        for _ in 0..<(option("--iterations").flatMap(Int.init) ?? 1_000_000) {
+            if let request = try? BatchLineRequest(line, defaultAt: nil) { read &+= request.token.utf8.count }
+        }
+        print("read \(read) token bytes")
     } else if let directory = option("--batch-log") {
         // The bench's batch input written out (DIR/log.ndjson, DIR/bench.yaml and its JWKS), for timing
         // `bench --batch-child DIR/bench.yaml < DIR/log.ndjson` of two builds against each other.

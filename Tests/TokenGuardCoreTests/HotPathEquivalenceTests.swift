@@ -283,19 +283,23 @@ struct HotPathEquivalenceTests {
         let specials: [UInt8] = [0x22, 0x5C, 0x00, 0x01, 0x1F, 0x80, 0xC3, 0xFF]
         let plain: [UInt8] = [0x20, 0x21, 0x23, 0x41, 0x5B, 0x5D, 0x61, 0x7E, 0x7F]
         func isSpecial(_ byte: UInt8) -> Bool { byte == 0x22 || byte == 0x5C || byte < 0x20 || byte >= 0x80 }
-        for _ in 0..<20000 {
-            let count = Int.random(in: 0...40, using: &random)
+        for round in 0..<30000 {
+            // Short runs, and long ones with few specials (the four-word steps).
+            let count = round % 3 == 2 ? Int.random(in: 0...200, using: &random) : Int.random(in: 0...40, using: &random)
+            let odds = round % 3 == 2 ? 60 : 6
             let bytes = (0..<count).map { _ in
-                Int.random(in: 0..<6, using: &random) == 0 ? specials.randomElement(using: &random)! : plain.randomElement(using: &random)!
+                Int.random(in: 0..<odds, using: &random) == 0 ? specials.randomElement(using: &random)! : plain.randomElement(using: &random)!
             }
             let start = Int.random(in: 0...count, using: &random)
             let end = bytes.withUnsafeBufferPointer { JSONParser.Cursor.plainRunEnd($0, from: start) }
+            let longEnd = bytes.withUnsafeBufferPointer { JSONParser.Cursor.plainRunEndOfLongRun($0, from: start) }
             let first = bytes[start...].firstIndex(where: isSpecial) ?? count
             // The whole words from `start` before the one holding the first special byte (or the end) are skipped; in that
             // word, the search stops on the byte itself when the word is whole (little-endian), else at the word's start.
             let wordStart = start + (first - start) / 8 * 8
             let expected = first < count && wordStart + 8 <= count && Int(littleEndian: 1) == 1 ? first : wordStart
             #expect(end == expected, "\(bytes) from \(start)")
+            #expect(longEnd == expected, "\(bytes) from \(start), long-run steps")
         }
     }
 

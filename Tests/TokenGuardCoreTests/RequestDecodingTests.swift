@@ -98,11 +98,12 @@ struct RequestDecodingTests {
             #"{"token":"a.b.c","provider":"apple","nonce":"n","explain":true}"#,
             " {\t\"provider\" : \"apple\" ,\"token\":\"a.b.c\",\"nonce\":null,\"explain\":false}\n",
             #"{"explain":null,"nonce":"n\u00e9\ud83d\ude00","token":"a.b.c","provider":"ap\/ple"}"#,
-            #"{"\u0070rovider":"apple","tok\u0065n":"x\"y"}"#,
+            #"{"provider":"ap\/ple","token":"x\"y"}"#,
             "{\"provider\":\"appl\u{e9}\",\"token\":\"t\u{1F600}\"}",
         ]
-        // Left to the general path, which words the refusal (or, for the last, decodes it).
+        // Left to the general path, which words the refusal (or, for the last and names written with escapes, decodes it).
         let other = [
+            #"{"\u0070rovider":"apple","tok\u0065n":"x\"y"}"#,
             #"{"provider":"apple","token":"a","token":"b"}"#, #"{"provider":"apple","token":"t","at":5}"#, #"{"provider":"apple"}"#,
             #"{"provider":"","token":"t"}"#, #"{"provider":"apple","token":""}"#, #"{"provider":"apple","token":"t","nonce":""}"#,
             #"{"provider":"apple","token":7}"#, #"{"provider":"apple","token":"t","explain":"yes"}"#,
@@ -184,10 +185,12 @@ struct RequestDecodingTests {
             #"{"provider":"","token":"t","nonce":null,"at":null,"id":null}"#,
             " {\t\"at\" : 253402300799 , \"provider\":\"p\",\"token\":\"t\",\"id\":{\"a\":[1,2.50,-0,1e3]}}\n",
             #"{"id":18446744073709551615,"provider":"ap\/ple","token":"x\"y","nonce":"n\u00e9\ud83d\ude00"}"#,
-            #"{"id":"1.10","\u0070rovider":"apple","tok\u0065n":"t","at":0}"#,
+            #"{"id":"1.10","provider":"apple","token":"t","at":0}"#,
             "{\"id\":[\"\u{e9}\"],\"provider\":\"appl\u{e9}\",\"token\":\"t\u{1F600}\"}",
         ]
+        // Left to the general path (which decodes the names written with escapes to the same request).
         let other = [
+            #"{"id":"1.10","\u0070rovider":"apple","tok\u0065n":"t","at":0}"#,
             #"{"provider":"apple","token":"a","token":"b"}"#, #"{"provider":"apple"}"#, #"{"token":"t"}"#, #"{"provider":7,"token":"t"}"#,
             #"{"provider":"apple","token":""}"#, #"{"provider":"apple","token":"t","nonce":""}"#, #"{"provider":"apple","token":7}"#,
             #"{"provider":"apple","token":"t","at":-1}"#, #"{"provider":"apple","token":"t","at":253402300800}"#,

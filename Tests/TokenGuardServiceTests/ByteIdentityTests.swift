@@ -83,25 +83,40 @@ struct ByteIdentityTests {
         #expect(await registry.verify(provider: "apple", token: token, nonce: nonce, at: nil, explain: true).result.code == .tokenReplayed)
     }
 
-    @Test("provider names match byte for byte; the configured name is what the verdict and the stores see")
-    func providerNamesAreBytes() async throws {
+    @Test(
+        "provider names match byte for byte; the configured name is what the verdict and the stores see (a few providers, compared in a list, and many, by hash)",
+        arguments: [0, 11])
+    func providerNamesAreBytes(others: Int) async throws {
         let key = try SharedTestKeys.rsa()
-        let verifier = try Verifiers.make(.apple(name: "Kiosk", audiences: [ProviderTokens.appleAudience]), keys: [key])
+        var verifiers = ["Kiosk": try Verifiers.make(.apple(name: "Kiosk", audiences: [ProviderTokens.appleAudience]), keys: [key])]
+        for index in 0..<others {
+            verifiers["p\(index)"] = try Verifiers.make(.apple(name: "p\(index)", audiences: [ProviderTokens.appleAudience]), keys: [key])
+        }
         let store = MemoryReplayStore(clock: .fixed(Verifiers.now))
         let registry = VerifierRegistry(
-            verifiers: ["Kiosk": verifier],
+            verifiers: verifiers,
             replayGuards: ["Kiosk": ReplayGuard(provider: "Kiosk", store: store, leewaySeconds: 60, clock: .fixed(Verifiers.now))],
             replayStore: store,
             clock: .fixed(Verifiers.now))
         let token = try key.sign(ProviderTokens.apple(now: now, rawNonce: nonce))
         #expect("\u{212A}iosk" == "Kiosk", "Swift's String == would find the provider")
-        for lookAlike in ["\u{212A}iosk", "Kiosk\u{200B}", "kiosk", "Kiosk\u{0}", "\u{FEFF}Kiosk"] {
+        for lookAlike in ["\u{212A}iosk", "Kiosk\u{200B}", "kiosk", "Kiosk\u{0}", "\u{FEFF}Kiosk", "Kios", "p", "p1\u{301}"] {
             #expect(registry.configuredName(lookAlike) == nil)
             #expect(await registry.verify(provider: lookAlike, token: token, nonce: nonce, at: nil).code == .unknownProvider)
+            #expect(registry.verifyWithKeysInHand(provider: lookAlike, token: token, nonce: nonce, at: nil)?.code == .unknownProvider)
         }
         #expect(store.count == 0)
-        let verdict = try #require(await registry.verify(provider: "Kiosk", token: token, nonce: nonce, at: nil).verdict)
+        for index in 0..<others {
+            let name = "p\(index)"
+            #expect(registry.configuredName(name).map { $0.sameBytes(as: name) } == true)
+            let verdict = try #require(registry.verifyWithKeysInHand(provider: name, token: token, nonce: nonce, at: nil)?.verdict)
+            #expect(verdict.provider.sameBytes(as: name))
+        }
+        #expect(store.count == 0, "only Kiosk claims tokens")
+        let verdict = try #require(registry.verifyWithKeysInHand(provider: "Kiosk", token: token, nonce: nonce, at: nil)?.verdict)
         #expect(verdict.provider.sameBytes(as: "Kiosk"))
+        #expect(store.count > 0, "Kiosk's replay guard claimed the token")
+        #expect(await registry.verify(provider: "Kiosk", token: token, nonce: nonce, at: nil).code == .tokenReplayed)
     }
 
     @Test("a kid, a JSON member, an issuer and an audience are compared as bytes")

@@ -60,6 +60,20 @@ struct RoutingRefusalTests {
         #expect(fetcher.calls.withLock { $0 } == 1)
     }
 
+    @Test("the path with the keys in hand leaves the Facebook kinds (routed by the token's shape) and opaque providers to the full path")
+    func keysInHandRoutes() async throws {
+        let fetcher = CountingFetcher()
+        let workspace = try TempWorkspace()
+        let registry = try Self.registry(fetcher, workspace)
+        for provider in ["facebook", "fb_limited_only", "facebook_limited", "facebook_classic", "github"] {
+            #expect(registry.verifyWithKeysInHand(provider: provider, token: "a.b.c", nonce: nil, at: nil) == nil, "\(provider)")
+        }
+        let answer = registry.verifyWithKeysInHand(provider: "apple", token: "a.b.c", nonce: nil, at: nil)
+        #expect(answer?.code == .malformedToken, "\(String(describing: answer))")
+        #expect(registry.verifyWithKeysInHand(provider: "Apple", token: "a.b.c", nonce: nil, at: nil)?.code == .unknownProvider)
+        #expect(fetcher.calls.withLock { $0 } == 0)
+    }
+
     @Test("the Facebook kinds refuse a byte outside the alphabet before any routing hint or secret-less answer")
     func alphabetBeforeRouting() async throws {
         let fetcher = CountingFetcher()

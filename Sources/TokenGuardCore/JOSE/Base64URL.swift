@@ -4,32 +4,34 @@
 /// trailing bits, so every byte string has exactly one accepted encoding: a token cannot be re-encoded
 /// into a second form that a cache, a replay store or another verifier would treat as different.
 public enum Base64URL {
-    /// Each byte's 6-bit value, or 0xFF outside the alphabet.
-    ///
-    /// The tables are plain memory made once and never freed, not arrays: an array in a global is reference-counted
-    /// on every use, and two threads decoding at once would contend for that one count.
-    // nonisolated(unsafe): written once by the initializer (run once, thread-safely), then only read.
-    nonisolated(unsafe) private static let decodeTable: UnsafePointer<UInt8> = {
-        let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
-        table.initialize(repeating: 0xFF, count: 256)
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
-        return UnsafePointer(table)
-    }()
+    /// The decoding tables, plain memory made once and never freed, not arrays: an array in a global is
+    /// reference-counted on every use, and two threads decoding at once would contend for that one count. One value
+    /// for both, which a caller decoding several segments fetches once: on Linux every read of a global runs the
+    /// lazy initializer's once-check, a runtime call.
+    struct Tables: @unchecked Sendable {
+        /// Each byte's 6-bit value, or 0xFF outside the alphabet.
+        let values: UnsafePointer<UInt8>
+        /// Four tables in one: entry `256 × k + byte` is the byte's 6-bit value shifted into place for position k of a
+        /// 4-character group, or 0xFF00_0000 when the byte is not in the alphabet. A group is then four lookups ORed.
+        let groups: UnsafePointer<UInt32>
+    }
 
-    /// Four tables in one: entry `256 × k + byte` is the byte's 6-bit value shifted into place for position k of a
-    /// 4-character group, or 0xFF00_0000 when the byte is not in the alphabet. A group is then four lookups ORed.
-    nonisolated(unsafe) private static let groupTable: UnsafePointer<UInt32> = {
-        let table = UnsafeMutablePointer<UInt32>.allocate(capacity: 1024)
-        table.initialize(repeating: 0xFF00_0000, count: 1024)
-        for byte in 0..<256 where decodeTable[byte] != 0xFF {
-            let value = UInt32(decodeTable[byte])
-            table[byte] = value << 18
-            table[256 + byte] = value << 12
-            table[512 + byte] = value << 6
-            table[768 + byte] = value
+    // Written once by the initializer (run once, thread-safely), then only read.
+    static let tables: Tables = {
+        let values = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
+        values.initialize(repeating: 0xFF, count: 256)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        for (index, byte) in alphabet.enumerated() { values[Int(byte)] = UInt8(index) }
+        let groups = UnsafeMutablePointer<UInt32>.allocate(capacity: 1024)
+        groups.initialize(repeating: 0xFF00_0000, count: 1024)
+        for byte in 0..<256 where values[byte] != 0xFF {
+            let value = UInt32(values[byte])
+            groups[byte] = value << 18
+            groups[256 + byte] = value << 12
+            groups[512 + byte] = value << 6
+            groups[768 + byte] = value
         }
-        return UnsafePointer(table)
+        return Tables(values: UnsafePointer(values), groups: UnsafePointer(groups))
     }()
 
     private static let encodeTable: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
@@ -48,7 +50,7 @@ public enum Base64URL {
         if outputCount == 0 { return [] }
         var refusal: Refusal? = nil
         let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
-            refusal = decode(buffer, into: out)
+            refusal = decode(buffer, into: out, tables: tables)
             initialized = outputCount
         }
         return refusal == nil ? output : nil
@@ -74,19 +76,21 @@ public enum Base64URL {
     /// `buffer` is not canonical unpadded base64url (`out` then holds garbage). The cause costs nothing extra: the
     /// loop collects both anyway, and a caller that knows the segment holds no dot can refuse a byte outside the
     /// alphabet without scanning the token again.
-    static func decode(_ buffer: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Refusal? {
+    static func decode(_ buffer: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>, tables: Tables = Base64URL.tables)
+        -> Refusal?
+    {
         let count = buffer.count
         let remainder = count % 4
         guard let expected = decodedCount(count), out.count == expected else { return .notCanonical }
         var valid = true
         do {
-            let table = decodeTable
+            let table = tables.values
             var index = 0
             var position = 0
             let fullEnd = count - remainder
             var bad: UInt8 = 0
             do {
-                let groups = groupTable
+                let groups = tables.groups
                 var invalid: UInt32 = 0
                 // Two groups at a time, their six bytes written with one 8-byte store whose last two bytes the next
                 // store overwrites: while a group remains after the pair, those two bytes are still inside `out`.

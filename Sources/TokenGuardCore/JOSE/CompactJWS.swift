@@ -141,6 +141,7 @@ public struct CompactJWS: Sendable {
         // Nothing to decode: an empty array as it is. Made with `unsafeUninitializedCapacity: 0`, it would set the
         // count of the one empty-array storage every thread shares (a write ThreadSanitizer reports as a race).
         if sizes.0 + sizes.1 + sizes.2 == 0 { return refused >= 0 ? (nil, refused, nil) : (([], 0, 0), -1, nil) }
+        let tables = Base64URL.tables
         let decoded = [UInt8](unsafeUninitializedCapacity: sizes.0 + sizes.1 + sizes.2) { out, initialized in
             // Where each segment's bytes go in `out`: header, payload, signature, whatever the order of decoding.
             let offsets = (0, sizes.0, sizes.0 + sizes.1)
@@ -149,7 +150,7 @@ public struct CompactJWS: Sendable {
                 let offset = index == 0 ? offsets.0 : index == 1 ? offsets.1 : offsets.2
                 let input = UnsafeBufferPointer(rebasing: token[segment(index)])
                 let output = UnsafeMutableBufferPointer(rebasing: out[offset..<(offset + size(index))])
-                if let refusal = Base64URL.decode(input, into: output) {
+                if let refusal = Base64URL.decode(input, into: output, tables: tables) {
                     refused = index
                     cause = refusal
                     break

@@ -153,7 +153,7 @@ public struct JSONParser {
             let start = position
             var asciiOnly = true
             // Words of plain ASCII (a token is a kilobyte of it) are skipped whole; the byte loop decides the rest.
-            position = Self.plainRunEnd(bytes, from: position)
+            position = Self.plainRunEndOfLongRun(bytes, from: position)
             // Fast path: no escapes. Scan to the closing quote.
             while position < bytes.count {
                 let byte = bytes[position]
@@ -225,27 +225,64 @@ public struct JSONParser {
         /// word's start); the byte loop after it decides from there.
         static func plainRunEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
             let raw = UnsafeRawBufferPointer(bytes)
-            let ones: UInt64 = 0x0101_0101_0101_0101
-            let high: UInt64 = 0x8080_8080_8080_8080
             var offset = start
             while offset + 8 <= raw.count {
-                let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-                let quote = word ^ (0x22 &* ones)
-                let backslash = word ^ (0x5C &* ones)
-                // Zero-byte and below-n tests (exact as to whether any byte qualifies; n = 0x20 ≤ 0x80).
-                let special =
-                    ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word) | word
-                if special & high != 0 {
+                let flags = specialFlags(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                if flags != 0 {
                     // Each test flags its first qualifying byte exactly (a borrow runs only upwards, from a flagged byte),
                     // so the lowest flag of all is the first special byte.
                     #if _endian(little)
-                        offset += (special & high).trailingZeroBitCount >> 3
+                        offset += flags.trailingZeroBitCount >> 3
                     #endif
                     break
                 }
                 offset += 8
             }
             return offset
+        }
+
+        /// ``plainRunEnd(_:from:)`` for strings that may be long (a request's token is a kilobyte of plain bytes): a run
+        /// still plain after four words is stepped over 32 bytes at a time, four independent words per step, until a
+        /// step holds a special byte, which the word loop then finds. Same answer; the claims scan, whose strings are
+        /// short, keeps the plain word loop.
+        static func plainRunEndOfLongRun(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+            let raw = UnsafeRawBufferPointer(bytes)
+            var offset = start
+            var plainWords = 0
+            while offset + 8 <= raw.count {
+                let flags = specialFlags(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                if flags != 0 {
+                    #if _endian(little)
+                        offset += flags.trailingZeroBitCount >> 3
+                    #endif
+                    break
+                }
+                offset += 8
+                plainWords += 1
+                if plainWords == 4 {
+                    while offset + 32 <= raw.count {
+                        let step =
+                            specialFlags(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                            | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+                            | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self))
+                            | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self))
+                        if step != 0 { break }
+                        offset += 32
+                    }
+                }
+            }
+            return offset
+        }
+
+        /// The high bit of each byte of `word` that is a quote, backslash, control or non-ASCII byte, at least for the
+        /// first such byte (zero-byte and below-n tests, exact as to whether any byte qualifies; n = 0x20 ≤ 0x80).
+        @inline(__always)
+        static func specialFlags(_ word: UInt64) -> UInt64 {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let quote = word ^ (0x22 &* ones)
+            let backslash = word ^ (0x5C &* ones)
+            let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word) | word
+            return special & 0x8080_8080_8080_8080
         }
 
         mutating func parseHex4() throws(Error) -> UInt32 {

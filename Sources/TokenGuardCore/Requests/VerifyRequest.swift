@@ -73,23 +73,23 @@ public struct VerifyRequest: Sendable, Equatable {
         var nonce: String? = nil
         var explain = false
         let read = JSONParser.Cursor.readFlatObject(buffer) { name, cursor in
-            if name.sameBytes(as: "provider") {
+            if name.is("provider") {
                 guard let value = cursor.string(), !value.isEmpty else { return nil }
                 provider = value
                 return 1
             }
-            if name.sameBytes(as: "token") {
+            if name.is("token") {
                 guard let value = cursor.string(), !value.isEmpty else { return nil }
                 token = value
                 return 2
             }
-            if name.sameBytes(as: "nonce") {
+            if name.is("nonce") {
                 if cursor.literal("null") { return 4 }
                 guard let value = cursor.string(), !value.isEmpty else { return nil }
                 nonce = value
                 return 4
             }
-            if name.sameBytes(as: "explain") {
+            if name.is("explain") {
                 if cursor.literal("true") {
                     explain = true
                 } else if !cursor.literal("false") && !cursor.literal("null") {
@@ -208,29 +208,29 @@ public struct BatchLineRequest: Sendable {
         var nonce: String? = nil
         var at = defaultAt
         let read = JSONParser.Cursor.readFlatObject(buffer) { name, cursor in
-            if name.sameBytes(as: "token") {
+            if name.is("token") {
                 guard let value = cursor.string(), !value.isEmpty else { return nil }
                 token = value
                 return 1
             }
-            if name.sameBytes(as: "provider") {
+            if name.is("provider") {
                 guard let value = cursor.string() else { return nil }
                 provider = value
                 return 2
             }
-            if name.sameBytes(as: "nonce") {
+            if name.is("nonce") {
                 if cursor.literal("null") { return 4 }
                 guard let value = cursor.string(), !value.isEmpty else { return nil }
                 nonce = value
                 return 4
             }
-            if name.sameBytes(as: "id") {
+            if name.is("id") {
                 // The depth of a member's value in the general parse of the line.
                 guard let value = try? cursor.parseValue(depth: 1) else { return nil }
                 id = value
                 return 8
             }
-            if name.sameBytes(as: "at") {
+            if name.is("at") {
                 if cursor.literal("null") { return 16 }
                 guard let value = try? cursor.parseValue(depth: 1), case .integer(let seconds) = value, seconds >= 0, seconds <= Self.maximumAt
                 else { return nil }
@@ -249,13 +249,13 @@ extension JSONParser.Cursor {
     /// whose members `readMember` reads, each from the cursor placed at its value, answering the member's bit (one per
     /// name) or nil to leave the whole buffer to the general path. False when the buffer is not such an object or a
     /// member comes twice (the general parse refuses duplicates, and words it).
-    static func readFlatObject(_ buffer: UnsafeBufferPointer<UInt8>, _ readMember: (String, inout Self) -> Int?) -> Bool {
+    static func readFlatObject(_ buffer: UnsafeBufferPointer<UInt8>, _ readMember: (MemberName, inout Self) -> Int?) -> Bool {
         var cursor = Self(bytes: buffer)
         guard cursor.skip("{") else { return false }
         var seen = 0
         repeat {
             cursor.skipWhitespace()
-            guard let name = cursor.string(), cursor.skip(":") else { return false }
+            guard let name = cursor.plainName(), cursor.skip(":") else { return false }
             cursor.skipWhitespace()
             guard let member = readMember(name, &cursor), seen & member == 0 else { return false }
             seen |= member
@@ -271,6 +271,36 @@ extension JSONParser.Cursor {
         guard position < bytes.count, bytes[position] == UInt8(ascii: byte) else { return false }
         position += 1
         return true
+    }
+
+    /// A member name as the direct readers take it: its bytes where they lie, for a name of plain ASCII (no escape,
+    /// control or non-ASCII byte, which the general path decodes and judges); nil otherwise, or when no string starts
+    /// here.
+    struct MemberName {
+        let bytes: UnsafeBufferPointer<UInt8>
+
+        /// True when the name is exactly `literal`'s bytes.
+        func `is`(_ literal: StaticString) -> Bool {
+            guard bytes.count == literal.utf8CodeUnitCount else { return false }
+            return ByteCompare.equal(
+                UnsafeRawBufferPointer(bytes), UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+        }
+    }
+
+    mutating func plainName() -> MemberName? {
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
+        let start = position + 1
+        var end = start
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") {
+                position = end + 1
+                return MemberName(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { return nil }
+            end += 1
+        }
+        return nil
     }
 
     /// The string that starts here, or nil (the cursor then stands anywhere: the caller gives up).

@@ -27,6 +27,22 @@ package struct VerifierRegistry: Sendable {
     /// The configured provider names by their bytes: a request's name must match one byte for byte, and from then
     /// on only the configured name is used (verdicts, metrics, cache and replay keys).
     private let namesByBytes: [ByteKey: String]
+    /// What a request naming a provider needs on the path with the keys in hand, found by its name's bytes in one
+    /// look: a few providers are compared byte for byte in a list (no hashing, no copy of the name), more through
+    /// ``namesByBytes``. Rebuilt when the kinds are set.
+    private var routes: [Route] = []
+
+    /// A configured provider's name and what the hot path asks of it.
+    private struct Route {
+        let name: String
+        /// The JWS verifier when the provider is verified on the direct path (not a Facebook kind, which routes by
+        /// the token's shape); nil otherwise.
+        let directVerifier: TokenVerifier?
+        let replayGuard: ReplayGuard?
+    }
+
+    /// Routes compared in a list up to this many providers; beyond, by hash.
+    private static let routesCompared = 8
 
     package init(
         verifiers: [String: TokenVerifier], opaqueVerifiers: [String: OpaqueTokenVerifier] = [:], replayGuards: [String: ReplayGuard] = [:],
@@ -41,11 +57,30 @@ package struct VerifierRegistry: Sendable {
         var names: [ByteKey: String] = [:]
         for name in Array(verifiers.keys) + Array(opaqueVerifiers.keys) { names[ByteKey(name)] = name }
         self.namesByBytes = names
+        self.routes = Self.routes(names: names.values, verifiers: verifiers, replayGuards: replayGuards, kinds: [:])
+    }
+
+    private static func routes(
+        names: some Sequence<String>, verifiers: [String: TokenVerifier], replayGuards: [String: ReplayGuard], kinds: [String: ProviderKind]
+    ) -> [Route] {
+        names.sorted().map { name in
+            let routesByShape = kinds[name] == .facebook || kinds[name] == .facebookLimited
+            return Route(name: name, directVerifier: routesByShape ? nil : verifiers[name], replayGuard: replayGuards[name])
+        }
+    }
+
+    /// The route of the configured provider whose name has exactly the bytes of `requested`.
+    private func route(_ requested: String) -> Route? {
+        if routes.count > Self.routesCompared {
+            guard let name = namesByBytes[ByteKey(requested)] else { return nil }
+            return routes.first { $0.name.sameBytes(as: name) }
+        }
+        return routes.first { requested.sameBytes(as: $0.name) }
     }
 
     /// The configured name whose bytes are exactly `requested`, or nil. Swift's `String ==` would also match a
     /// canonically equivalent spelling (and `[String: _]` lookups do), which is never a provider's name.
-    package func configuredName(_ requested: String) -> String? { namesByBytes[ByteKey(requested)] }
+    package func configuredName(_ requested: String) -> String? { route(requested)?.name }
 
     /// The JWS verifier of a configured provider, by exact bytes.
     package func verifier(named requested: String) -> TokenVerifier? { configuredName(requested).flatMap { verifiers[$0] } }
@@ -148,6 +183,7 @@ package struct VerifierRegistry: Sendable {
             forwardAuthPolicies[provider.name] = provider.forwardAuth
             kinds[provider.name] = provider.kind
         }
+        routes = Self.routes(names: namesByBytes.values, verifiers: self.verifiers, replayGuards: self.replayGuards, kinds: kinds)
         maxTokenBytes = configuration.maxTokenBytes
         self.revocations = revocations
         tenantResolvers = resolvers
@@ -350,11 +386,12 @@ package struct VerifierRegistry: Sendable {
     package func verifyWithKeysInHand(
         provider requested: String, token: String, nonce: String?, at: Int64?, claimReplay: Bool = true
     ) -> VerificationResult? {
-        guard let provider = configuredName(requested) else { return .failure(Self.unknownProvider(requested)) }
+        guard let route = route(requested) else { return .failure(Self.unknownProvider(requested)) }
+        let provider = route.name
         // Facebook kinds route by the token's shape and add fields: the full path does that.
-        guard let verifier = verifiers[provider], kinds[provider] != .facebook, kinds[provider] != .facebookLimited else { return nil }
+        guard let verifier = route.directVerifier else { return nil }
         // A replay claim is made here only with a store that answers at once (memory); Redis is asked by the waiting path.
-        let replay = at == nil && claimReplay ? replayGuards[provider] : nil
+        let replay = at == nil && claimReplay ? route.replayGuard : nil
         if let replay, !replay.store.claimsWithoutWaiting { return nil }
         var result = verifier.verify(token: token, nonce: nonce, at: at ?? clock.seconds, historical: at != nil)
         if let revocations { result = revocations.check(result) }
