@@ -47,25 +47,9 @@ import TokenGuardSync
     public let bits: Int
     /// Initialised verification contexts, one per algorithm used with this key, made on first use.
     private let templates = Locked<[SignatureAlgorithm: VerificationTemplate]>([:])
-    /// Idle contexts for verifying a digest, per algorithm (indexed by ``SignatureAlgorithm/ordinal``). A
-    /// verification takes one (or makes one), uses it alone, and puts it back; at most `maximumPooledContexts` idle
-    /// ones are kept per algorithm.
-    private let verifyContexts = Locked<[[PooledContext]]>(Array(repeating: [], count: SignatureAlgorithm.allCases.count))
-
-    /// An idle pooled context: an `EVP_PKEY_CTX` initialised for `EVP_PKEY_verify`, and an `EVP_MD_CTX` to hash the
-    /// signing input in (reinitialised per use, which costs less than making one). `@unchecked Sendable`: it moves
-    /// between threads only through the pool's lock, and a verification that takes it out is its only user until it
-    /// is put back.
-    @safe struct PooledContext: @unchecked Sendable {
-        let verify: OpaquePointer
-        let digest: OpaquePointer
-
-        func free() {
-            unsafe EVP_PKEY_CTX_free(verify)
-            unsafe EVP_MD_CTX_free(digest)
-        }
-    }
-    static let maximumPooledContexts = 64
+    /// Idle contexts for verifying a digest, per algorithm. A verification takes one (or makes one), uses it alone,
+    /// and puts it back.
+    private let verifyContexts = VerifyContextPool()
 
     init(takingOwnershipOf pkey: OpaquePointer, keyType: KeyType) {
         unsafe self.pkey = unsafe pkey
@@ -74,35 +58,27 @@ import TokenGuardSync
     }
 
     deinit {
-        verifyContexts.withLock { pools in
-            for pool in pools { for context in pool { context.free() } }
-        }
+        // The contexts first: each one was made from `pkey`.
+        verifyContexts.freeIdleContexts()
         unsafe EVP_PKEY_free(pkey)
     }
 
     /// Runs `body` with a context set up for `EVP_PKEY_verify` of a digest under `algorithm` (and one to compute that
     /// digest in), used by this call alone; nil when OpenSSL cannot make them.
-    func withVerifyContext(for algorithm: SignatureAlgorithm, _ body: (PooledContext) -> Bool) -> Bool? {
-        let slot = algorithm.ordinal
-        let pooled = unsafe verifyContexts.withLock { pools in pools[slot].popLast() }
-        guard let context = unsafe pooled ?? makeVerifyContext(for: algorithm) else { return nil }
-        let result = unsafe body(context)
-        let kept = verifyContexts.withLock { pools -> Bool in
-            guard pools[slot].count < Self.maximumPooledContexts else { return false }
-            pools[slot].append(context)
-            return true
-        }
-        if !kept { context.free() }
+    func withVerifyContext(for algorithm: SignatureAlgorithm, _ body: (VerifyContextPool.Context) -> Bool) -> Bool? {
+        guard let box = unsafe verifyContexts.take(algorithm) ?? makeVerifyContext(for: algorithm) else { return nil }
+        let result = unsafe body(box.pointee)
+        unsafe verifyContexts.put(box, algorithm)
         return result
     }
 
-    private func makeVerifyContext(for algorithm: SignatureAlgorithm) -> PooledContext? {
+    private func makeVerifyContext(for algorithm: SignatureAlgorithm) -> UnsafeMutablePointer<VerifyContextPool.Context>? {
         guard let md = unsafe EVP_MD_CTX_new() else { return nil }
         guard let ctx = unsafe makePKeyContext(for: algorithm) else {
             unsafe EVP_MD_CTX_free(md)
             return nil
         }
-        return unsafe PooledContext(verify: ctx, digest: md)
+        return unsafe VerifyContextPool.make(verify: ctx, digest: md)
     }
 
     private func makePKeyContext(for algorithm: SignatureAlgorithm) -> OpaquePointer? {
