@@ -4,14 +4,17 @@
 /// other work so that an oversized token costs one comparison. The three segments are decoded in one pass into one
 /// buffer; `payload` and `signature` are slices of it.
 public struct CompactJWS: Sendable {
-    /// The ASCII bytes `BASE64URL(header) || '.' || BASE64URL(payload)`, exactly as received.
+    /// The ASCII bytes `BASE64URL(header) || '.' || BASE64URL(payload)`, exactly as received. Empty from a parse asked
+    /// not to copy them (the verifier's own, which checks the signature over the token's bytes where they lie).
     public let signingInput: ArraySlice<UInt8>
     public let header: JOSEHeader
     public let payload: ArraySlice<UInt8>
     public let signature: ArraySlice<UInt8>
     /// The header as received (base64url), and whether it was one already known (``VerifiedHeaders``).
-    public var encodedHeader: ArraySlice<UInt8> { signingInput[..<headerSegmentCount] }
+    public var encodedHeader: ArraySlice<UInt8> { signingInput.prefix(headerSegmentCount) }
     let headerSegmentCount: Int
+    /// How many of the token's first bytes are the signing input (the index of its second dot).
+    let signingInputCount: Int
     let headerWasKnown: Bool
 
     /// Parses `token`, refusing anything but three canonical base64url segments with a JSON-object header.
@@ -49,9 +52,10 @@ public struct CompactJWS: Sendable {
     ///   - outsideAlphabet: on nil, true when the header or the signature holds a byte outside the base64url alphabet.
     ///     Neither segment can hold a dot, so that byte is outside the compact JWS alphabet too.
     ///   - dots: the token's ``outerDots(in:)`` when the caller found them already (nil: found here).
+    ///   - copiesSigningInput: false leaves ``signingInput`` empty, for a caller that checks the signature over `token`.
     static func parseCommonCase(
         _ token: UnsafeBufferPointer<UInt8>, knownHeaders: VerifiedHeaders?, inAlphabet: inout Int, outsideAlphabet: inout Bool,
-        dots: (first: Int, last: Int)?? = nil
+        dots: (first: Int, last: Int)?? = nil, copiesSigningInput: Bool = true
     ) throws(VerificationError) -> CompactJWS? {
         inAlphabet = 0
         outsideAlphabet = false
@@ -67,8 +71,10 @@ public struct CompactJWS: Sendable {
             outsideAlphabet = refused != 1 && cause == .outsideAlphabet
             return nil
         }
-        if let header { return assemble(token, firstDot: first, secondDot: last, decoded, knownHeader: header) }
-        return try assemble(token, firstDot: first, secondDot: last, decoded)
+        if let header {
+            return assemble(token, firstDot: first, secondDot: last, decoded, knownHeader: header, copiesSigningInput: copiesSigningInput)
+        }
+        return try assemble(token, firstDot: first, secondDot: last, decoded, copiesSigningInput: copiesSigningInput)
     }
 
     /// The first dot from the start and the last from the end, nil when there is none (the same dot when there is one).
@@ -164,23 +170,25 @@ public struct CompactJWS: Sendable {
     }
 
     private static func assemble(
-        _ token: UnsafeBufferPointer<UInt8>, firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int)
+        _ token: UnsafeBufferPointer<UInt8>, firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int),
+        copiesSigningInput: Bool = true
     ) throws(VerificationError) -> CompactJWS {
         let header = try JOSEHeader.parse(decoded.bytes[0..<decoded.headerCount])
-        return assemble(token, firstDot: firstDot, secondDot: secondDot, decoded, knownHeader: header, wasKnown: false)
+        return assemble(
+            token, firstDot: firstDot, secondDot: secondDot, decoded, knownHeader: header, wasKnown: false, copiesSigningInput: copiesSigningInput)
     }
 
     /// The signing input is copied out of `token` here, once the segments decoded, into an array of its own: the
     /// verdict keeps the decoded segments (its claims), not another copy of the token.
     private static func assemble(
         _ token: UnsafeBufferPointer<UInt8>, firstDot: Int, secondDot: Int, _ decoded: (bytes: [UInt8], headerCount: Int, payloadCount: Int),
-        knownHeader header: JOSEHeader, wasKnown: Bool = true
+        knownHeader header: JOSEHeader, wasKnown: Bool = true, copiesSigningInput: Bool = true
     ) -> CompactJWS {
         let (bytes, headerCount, payloadCount) = decoded
         return CompactJWS(
-            signingInput: Array(UnsafeBufferPointer(rebasing: token[..<secondDot]))[...], header: header,
-            payload: bytes[headerCount..<(headerCount + payloadCount)], signature: bytes[(headerCount + payloadCount)...],
-            headerSegmentCount: firstDot, headerWasKnown: wasKnown)
+            signingInput: copiesSigningInput ? Array(UnsafeBufferPointer(rebasing: token[..<secondDot]))[...] : [],
+            header: header, payload: bytes[headerCount..<(headerCount + payloadCount)], signature: bytes[(headerCount + payloadCount)...],
+            headerSegmentCount: firstDot, signingInputCount: secondDot, headerWasKnown: wasKnown)
     }
 
     /// The index of the last `.`, sixteen bytes at a time from the end (the signature it skips is 86 to 700 bytes).

@@ -31,7 +31,7 @@ public final class TokenVerifier: Sendable {
     ///     from the key archive, but only for tokens issued while that key was published. Off, only the keys
     ///     published now are used.
     public func verify(token: String, nonce: String?, at now: Int64, historical: Bool = false) -> VerificationResult {
-        do {
+        do throws(VerificationError) {
             // The size first. A cache hit is byte-for-byte a token that passed every check (its alphabet too), so the
             // alphabet is checked after the lookup; nothing outside it reaches a store or a key lookup.
             if token.utf8.count > policy.maxTokenBytes { try checkBytes(token) }
@@ -40,13 +40,44 @@ public final class TokenVerifier: Sendable {
             // still comes before one of the keys, as it would without them. A logged token verified at its own time
             // (a batch line's `at`) uses the headers known to the keys of that path: parsing does not depend on time.
             let keySet = historical ? keySource.historicalKeys() : keySource.currentKeys()
+            // Within the size limit (checked first, above). Checked where the token's bytes lie (a copy only for a string
+            // that does not hold them contiguously): the signature is checked over them, so the signing input is not
+            // copied out.
+            if let result = token.utf8.withContiguousStorageIfAvailable({
+                verifyParsing($0, token: token, keySet: keySet, nonce: nonce, now: now, historical: historical)
+            }) {
+                return result
+            }
+            return Array(token.utf8).withUnsafeBufferPointer {
+                verifyParsing($0, token: token, keySet: keySet, nonce: nonce, now: now, historical: historical)
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Parse, algorithm, keys, signature, type and claims, in that order, over `token`'s `bytes`: the answer
+    /// ``parseCheckingBytes(_:knownHeaders:)`` then ``finish(_:alg:keys:nonce:now:)`` give, with the signature checked
+    /// over the bytes' first segments rather than over a copy of them; a verdict for a token presented now is
+    /// remembered. The keys are fetched before the parse only to offer their known headers to it: a refusal of the
+    /// token itself still comes before one of the keys.
+    private func verifyParsing(
+        _ bytes: UnsafeBufferPointer<UInt8>, token: String, keySet: Result<KeySet, VerificationError>, nonce: String?, now: Int64,
+        historical: Bool
+    ) -> VerificationResult {
+        do throws(VerificationError) {
             let knownHeaders = (try? keySet.get())?.verifiedHeaders
-            let jws = try parseCheckingBytes(token, knownHeaders: knownHeaders)
+            let jws = try Self.parseCheckingBytes(bytes, knownHeaders: knownHeaders, copiesSigningInput: false)
             let alg = try checkAlgorithm(jws.header)
             let keys = try keySet.get()
-            let (verdict, key) = try finish(jws, alg: alg, keys: keys, nonce: nonce, now: now)
+            let key = try checkSignature(
+                jws, signingInput: UnsafeBufferPointer(rebasing: bytes[..<jws.signingInputCount]), alg: alg, keys: keys)
+            try checkTokenType(jws.header)
+            let verdict = try checkClaims(try payloadClaims(jws), key: key, nonce: nonce, now: now)
             if !historical { remember(token, verdict: verdict, key: key, keys: keys, keyID: jws.header.keyID, nonce: nonce, now: now) }
-            if !jws.headerWasKnown { knownHeaders?.keep(jws.header, encoded: jws.encodedHeader) }
+            if !jws.headerWasKnown {
+                knownHeaders?.keep(jws.header, encoded: Array(UnsafeBufferPointer(rebasing: bytes[..<jws.headerSegmentCount]))[...])
+            }
             return .success(verdict)
         } catch {
             return .failure(error)
@@ -91,7 +122,7 @@ public final class TokenVerifier: Sendable {
     }
 
     private static func parseCheckingBytes(
-        _ bytes: UnsafeBufferPointer<UInt8>, knownHeaders: VerifiedHeaders?
+        _ bytes: UnsafeBufferPointer<UInt8>, knownHeaders: VerifiedHeaders?, copiesSigningInput: Bool = true
     ) throws(VerificationError) -> CompactJWS {
         if let first = bytes.first, let last = bytes.last, !CompactJWSAlphabet.isAllowed(first) || !CompactJWSAlphabet.isAllowed(last) {
             throw VerificationError(.malformedToken, CompactJWSAlphabet.refusal)
@@ -104,7 +135,8 @@ public final class TokenVerifier: Sendable {
         var inAlphabet = 0
         var outsideAlphabet = false
         if let jws = try CompactJWS.parseCommonCase(
-            bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet, dots: dots)
+            bytes, knownHeaders: knownHeaders, inAlphabet: &inAlphabet, outsideAlphabet: &outsideAlphabet, dots: dots,
+            copiesSigningInput: copiesSigningInput)
         {
             return jws
         }
@@ -270,6 +302,15 @@ public final class TokenVerifier: Sendable {
 
     /// Finds the key by `kid` and checks the signature. Returns the key that verified.
     func checkSignature(_ jws: CompactJWS, alg: SignatureAlgorithm, keys: KeySet) throws(VerificationError) -> VerificationKey {
+        try jws.signingInput.withUnsafeBufferPointer { signingInput in
+            Result { () throws(VerificationError) in try checkSignature(jws, signingInput: signingInput, alg: alg, keys: keys) }
+        }.get()
+    }
+
+    /// The same, with the signing input given (the token's first two segments, as received).
+    func checkSignature(
+        _ jws: CompactJWS, signingInput: UnsafeBufferPointer<UInt8>, alg: SignatureAlgorithm, keys: KeySet
+    ) throws(VerificationError) -> VerificationKey {
         let candidates = keys.candidates(keyID: jws.header.keyID, algorithm: alg)
         guard !candidates.isEmpty else {
             if let kid = jws.header.keyID {
@@ -285,9 +326,7 @@ public final class TokenVerifier: Sendable {
         for index in candidates.indices where candidates[index].permits(alg) {
             anyFits = true
             let result = jws.signature.withUnsafeBufferPointer { signature in
-                jws.signingInput.withUnsafeBufferPointer { message in
-                    SignatureVerifier.verify(signature: signature, message: message, key: candidates[index].publicKey, algorithm: alg)
-                }
+                SignatureVerifier.verify(signature: signature, message: signingInput, key: candidates[index].publicKey, algorithm: alg)
             }
             if case .success = result { return candidates[index] }
         }
