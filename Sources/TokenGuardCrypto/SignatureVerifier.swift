@@ -154,7 +154,11 @@ enum ECDSASignature {
             put(0x02)
             put(UInt8(length))
             if length > magnitude.count - start { put(0) }
-            for index in start..<magnitude.count { put(unsafe magnitude[index]) }
+            // The magnitude in one copy (the length check above keeps it inside `der`).
+            let count = magnitude.count - start
+            unsafe UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: der[position..<(position + count)]))
+                .copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: magnitude[start...])))
+            position += count
         }
         put(0x30)
         if bodyLength >= 0x80 { put(0x81) }

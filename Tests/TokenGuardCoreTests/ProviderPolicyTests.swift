@@ -186,3 +186,35 @@ struct ProviderPolicyTests {
         #expect(two.verify(token: noKid, nonce: nil, at: now).code == .unknownKey)
     }
 }
+
+/// Microsoft's `ver` beside a v2.0 issuer is read where it lies when it is plainly "2.0"; every other spelling is read
+/// whole and judged as before, and a `ver` that is not a string is refused for that whatever the issuer.
+struct MicrosoftVersionClaimTests {
+    @Test("ver: plain, escaped, absent, wrong and not a string, beside a matching and a foreign issuer")
+    func versionSpellings() throws {
+        let key = try SharedTestKeys.rsa()
+        let verifier = try Verifiers.make(Verifiers.microsoft(), jwks: ProviderTokens.microsoftJWKS([key]))
+        func code(ver: String, issuer: String? = nil) throws -> ErrorCode? {
+            var claims = ProviderTokens.microsoft(now: Verifiers.now, rawNonce: nil)
+            claims.set("ver", .string("VERSLOT"))
+            if let issuer { claims.set("iss", .string(issuer)) }
+            let payload = JSONWriter.string(.object(claims)).replacing("\"ver\":\"VERSLOT\"", with: ver)
+            #expect(payload.contains(ver))
+            let header = "{\"alg\":\"RS256\",\"kid\":\"\(key.keyID)\",\"typ\":\"JWT\"}"
+            return verifier.verify(token: try key.signRaw(header: header, payload: payload), nonce: nil, at: Verifiers.now).code
+        }
+        #expect(try code(ver: "\"ver\":\"2.0\"") == nil)
+        #expect(try code(ver: "\"ver\":\"2\\u002e0\"") == nil)
+        #expect(try code(ver: "\"xver\":\"1.0\"") == nil)
+        #expect(try code(ver: "\"ver\":\"1.0\"") == .invalidIssuer)
+        #expect(try code(ver: "\"ver\":\"2.0 \"") == .invalidIssuer)
+        #expect(try code(ver: "\"ver\":\"2.00\"") == .invalidIssuer)
+        #expect(try code(ver: "\"ver\":\"2\"") == .invalidIssuer)
+        #expect(try code(ver: "\"ver\":2") == .malformedToken)
+        #expect(try code(ver: "\"ver\":null") == .malformedToken)
+        #expect(try code(ver: "\"ver\":[\"2.0\"]") == .malformedToken)
+        let foreign = "https://login.example.com/\(ProviderTokens.workTenant)/v2.0"
+        #expect(try code(ver: "\"ver\":2", issuer: foreign) == .malformedToken)
+        #expect(try code(ver: "\"ver\":\"2.0\"", issuer: foreign) == .invalidIssuer)
+    }
+}

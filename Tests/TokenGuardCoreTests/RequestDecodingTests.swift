@@ -291,7 +291,7 @@ struct IssuerTemplateTests {
             ]
             for candidate in candidates {
                 #expect(
-                    template.filled(withTenantID: tid, equals: candidate) == filled.sameBytes(as: candidate),
+                    TenantIssuerTemplate(template).matches(tid: tid, issuer: candidate) == filled.sameBytes(as: candidate),
                     "\(template.debugDescription) vs \(candidate.debugDescription)")
             }
         }
@@ -314,7 +314,8 @@ struct IssuerTemplateTests {
             let expected = filled.sameBytes(as: candidate)
             if expected { matches += 1 }
             #expect(
-                template.filled(withTenantID: tid, equals: candidate) == expected, "\(template.debugDescription) \(tid) \(candidate.debugDescription)"
+                TenantIssuerTemplate(template).matches(tid: tid, issuer: candidate) == expected,
+                "\(template.debugDescription) \(tid) \(candidate.debugDescription)"
             )
         }
         #expect(matches > 1_000)

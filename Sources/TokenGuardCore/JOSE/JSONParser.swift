@@ -246,32 +246,21 @@ public struct JSONParser {
         /// step holds a special byte, which the word loop then finds. Same answer; the claims scan, whose strings are
         /// short, keeps the plain word loop.
         static func plainRunEndOfLongRun(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+            // The first four words as the word loop reads them: most strings end there.
+            let firstWords = UnsafeBufferPointer(rebasing: bytes[..<min(bytes.count, start + 32)])
+            var offset = plainRunEnd(firstWords, from: start)
+            guard offset == start + 32 else { return offset }
             let raw = UnsafeRawBufferPointer(bytes)
-            var offset = start
-            var plainWords = 0
-            while offset + 8 <= raw.count {
-                let flags = specialFlags(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                if flags != 0 {
-                    #if _endian(little)
-                        offset += flags.trailingZeroBitCount >> 3
-                    #endif
-                    break
-                }
-                offset += 8
-                plainWords += 1
-                if plainWords == 4 {
-                    while offset + 32 <= raw.count {
-                        let step =
-                            specialFlags(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                            | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
-                            | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self))
-                            | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self))
-                        if step != 0 { break }
-                        offset += 32
-                    }
-                }
+            while offset + 32 <= raw.count {
+                let step =
+                    specialFlags(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                    | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+                    | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self))
+                    | specialFlags(raw.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self))
+                if step != 0 { break }
+                offset += 32
             }
-            return offset
+            return plainRunEnd(bytes, from: offset)
         }
 
         /// The high bit of each byte of `word` that is a quote, backslash, control or non-ASCII byte, at least for the

@@ -11,6 +11,8 @@ public final class VerificationKey: Sendable {
     public let algorithm: SignatureAlgorithm?
     /// Microsoft's per-key `issuer` (may contain the `{tenantid}` template).
     public let issuer: String?
+    /// `issuer` split around its placeholders once, for the per-token comparison.
+    let issuerTemplate: TenantIssuerTemplate?
     /// RFC 7638 thumbprint (base64url SHA-256 of the canonical JWK), identifying the key material.
     public let thumbprint: String
     /// The JWK as published, for the key archive and the `keys` listing.
@@ -31,6 +33,7 @@ public final class VerificationKey: Sendable {
         self.publicKey = publicKey
         self.algorithm = algorithm
         self.issuer = issuer
+        issuerTemplate = issuer.map(TenantIssuerTemplate.init)
         self.thumbprint = thumbprint
         self.jwk = jwk
         self.publishedWindow = publishedWindow

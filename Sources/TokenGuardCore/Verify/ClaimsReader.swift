@@ -89,6 +89,12 @@ struct ClaimsReader {
         member(name).flatMap { claims.withPlainString($0, body) }
     }
 
+    /// Whether the claim is a string without escapes whose bytes are exactly `expected`'s (read where it lies).
+    func isPlainString(_ name: ClaimName, _ expected: StaticString) -> Bool {
+        let expected = UnsafeBufferPointer(start: expected.utf8Start, count: expected.utf8CodeUnitCount)
+        return withPlainString(name) { $0.elementsEqual(expected) } ?? false
+    }
+
     func string(_ name: ClaimName) throws(VerificationError) -> String? {
         guard let value = value(name) else { return nil }
         guard let string = value.stringValue else { throw VerificationError(.malformedToken, "claim \(name.text) is not a string") }

@@ -10,6 +10,8 @@ public final class TokenVerifier: Sendable {
     public let keySource: any KeySource
     /// Recently verified tokens (nil: no cache). Never used for verification at a past time.
     public let cache: VerifiedTokenCache?
+    /// The policy's Microsoft issuer template, split around its placeholders once.
+    private let issuerTemplate: TenantIssuerTemplate?
 
     /// Longest raw nonce accepted in a request: far beyond any real one, small enough to hash cheaply.
     public static let maximumNonceBytes = 1024
@@ -18,6 +20,7 @@ public final class TokenVerifier: Sendable {
         self.policy = policy
         self.keySource = keySource
         self.cache = cache.flatMap { $0.capacity > 0 ? $0 : nil }
+        if case .tenantTemplate(let template) = policy.issuers { issuerTemplate = TenantIssuerTemplate(template) } else { issuerTemplate = nil }
     }
 
     /// Verifies with the keys the source holds now. An unknown `kid` is `unknown_key` at once.
@@ -473,17 +476,18 @@ public final class TokenVerifier: Sendable {
             guard let tid = try reader.string(.tid) else { throw VerificationError(.invalidIssuer, "claim tid is missing") }
             // Only a well-formed GUID goes into the template, so a crafted tid cannot shape the issuer string.
             guard GUID.isValid(tid) else { throw VerificationError(.invalidIssuer, "claim tid is not a tenant GUID") }
-            let version = try reader.string(.ver)
-            if policy.acceptsV2Tokens, template.filled(withTenantID: tid, equals: issuer) {
-                if let version, !version.sameBytes(as: "2.0") {
+            if policy.acceptsV2Tokens, issuerTemplate?.matches(tid: tid, issuer: issuer) ?? false {
+                // `ver` read where it lies when it is plainly "2.0"; any other value is read whole and judged.
+                if !reader.isPlainString(.ver, "2.0"), let version = try reader.string(.ver), !version.sameBytes(as: "2.0") {
                     throw VerificationError(.invalidIssuer, "a v2.0 issuer with ver \"\(version.excerpt(bytes: 16))\"")
                 }
-                if let keyIssuer = key?.issuer, !keyIssuer.filled(withTenantID: tid, equals: issuer) {
+                if let keyIssuer = key?.issuerTemplate, !keyIssuer.matches(tid: tid, issuer: issuer) {
                     throw VerificationError(
                         .invalidIssuer,
                         "issuer \"\(issuer.excerpt(bytes: 128))\" is not the issuer of key \"\((key?.keyID ?? "").excerpt(bytes: 64))\"")
                 }
             } else if let v1 = policy.v1IssuerTemplate, issuer.sameBytes(as: v1.replacingTenantID(with: tid)) {
+                let version = try reader.string(.ver)
                 // A v1.0 token: the key's issuer property is a v2.0 template and is not compared with the v1 issuer —
                 // but a key bound to one tenant (no template) still vouches for that tenant only.
                 if let version, !version.sameBytes(as: "1.0") {
@@ -494,6 +498,8 @@ public final class TokenVerifier: Sendable {
                         .invalidIssuer, "key \"\((key?.keyID ?? "").excerpt(bytes: 64))\" is bound to another tenant than \(tid)")
                 }
             } else {
+                // A `ver` that is not a string is refused for that first, as on the branches above.
+                _ = try reader.string(.ver)
                 var accepted: [String] = []
                 if policy.acceptsV2Tokens { accepted.append(template.replacingTenantID(with: tid)) }
                 if let v1 = policy.v1IssuerTemplate { accepted.append(v1.replacingTenantID(with: tid)) }
@@ -607,59 +613,6 @@ public final class TokenVerifier: Sendable {
 }
 
 extension String {
-    /// Whether this issuer template with `{tenantid}` replaced by `tid` has exactly the bytes of `candidate`, compared
-    /// in place (the common Microsoft check, without building the filled issuer).
-    func filled(withTenantID tid: String, equals candidate: String) -> Bool {
-        // The three strings' bytes where they lie (native strings always have them): `withUTF8` on copies of them cost
-        // a retain and a release each.
-        let inPlace = utf8.withContiguousStorageIfAvailable { template in
-            tid.utf8.withContiguousStorageIfAvailable { tid in
-                candidate.utf8.withContiguousStorageIfAvailable { candidate in
-                    Self.filled(template: template, tid: tid, equals: candidate)
-                }
-            }
-        }
-        if let inPlace, let inner = inPlace, let result = inner { return result }
-        return Array(utf8).withUnsafeBufferPointer { template in
-            Array(tid.utf8).withUnsafeBufferPointer { tid in
-                Array(candidate.utf8).withUnsafeBufferPointer { candidate in Self.filled(template: template, tid: tid, equals: candidate) }
-            }
-        }
-    }
-
-    private static func filled(
-        template: UnsafeBufferPointer<UInt8>, tid: UnsafeBufferPointer<UInt8>, equals candidate: UnsafeBufferPointer<UInt8>
-    ) -> Bool {
-        let placeholder = StaticString("{tenantid}")
-        let marker = UnsafeRawBufferPointer(start: placeholder.utf8Start, count: placeholder.utf8CodeUnitCount)
-        var position = 0
-        // The next `count` bytes of the candidate are `expected`: a word at a time.
-        func consume(_ expected: UnsafeRawBufferPointer) -> Bool {
-            guard expected.count <= candidate.count - position,
-                ByteCompare.equal(expected, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: candidate[position..<(position + expected.count)])))
-            else { return false }
-            position += expected.count
-            return true
-        }
-        var literalStart = 0
-        var index = 0
-        while index < template.count {
-            guard template[index] == UInt8(ascii: "{"), marker.count <= template.count - index,
-                ByteCompare.equal(marker, UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[index..<(index + marker.count)])))
-            else {
-                index += 1
-                continue
-            }
-            guard consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<index]))),
-                consume(UnsafeRawBufferPointer(tid))
-            else { return false }
-            index += marker.count
-            literalStart = index
-        }
-        return consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: template[literalStart..<template.count])))
-            && position == candidate.count
-    }
-
     /// The issuer template with `{tenantid}` replaced, over bytes (Swift's `replacing` walks Characters: several
     /// microseconds per Microsoft token, and identities are bytes anyway).
     func replacingTenantID(with tid: String) -> String {
