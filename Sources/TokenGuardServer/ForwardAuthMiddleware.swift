@@ -119,13 +119,15 @@ struct ForwardAuthCheck: Sendable {
             }
         }
         metrics.countForwardAuth(provider: provider, result: result)
+        // Each field appended once (no search for an earlier one of its name: there is none).
         var headers = HTTPFields()
+        headers.reserveCapacity(4 + claimHeaders.values.count)
         // Every answer carries the verdict, and a 200 the user's claims: a gateway's cache must not replay them.
-        headers[.cacheControl] = "no-store"
-        headers[ForwardAuthHeaders.provider] = provider
+        headers.append(HTTPField(name: .cacheControl, value: "no-store"))
+        headers.append(HTTPField(name: ForwardAuthHeaders.provider, value: provider))
         switch result {
         case .success:
-            headers[ForwardAuthHeaders.verdict] = "valid"
+            headers.append(HTTPField(name: ForwardAuthHeaders.verdict, value: "valid"))
             let (claims, omitted) = claimHeaders
             for (name, value) in claims {
                 // Names were validated at config load; a name HTTPFields would refuse is left out rather than trusted.
@@ -134,12 +136,12 @@ struct ForwardAuthCheck: Sendable {
             if omitted > 0 {
                 Counter(label: "tokenguard_forward_auth_claim_headers_omitted_total", dimensions: [("provider", provider)]).increment(by: omitted)
             }
-            headers[.contentLength] = "0"
+            headers.append(HTTPField(name: .contentLength, value: "0"))
             return JSONAnswer(status: .ok, headers: headers, body: [])
         case .failure(let error):
-            headers[ForwardAuthHeaders.verdict] = error.code.rawValue
+            headers.append(HTTPField(name: ForwardAuthHeaders.verdict, value: error.code.rawValue))
             if policy.mode == .shadow {
-                headers[.contentLength] = "0"
+                headers.append(HTTPField(name: .contentLength, value: "0"))
                 return JSONAnswer(status: .ok, headers: headers, body: [])
             }
             let status: HTTPResponse.Status

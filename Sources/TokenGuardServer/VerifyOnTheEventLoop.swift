@@ -185,9 +185,11 @@ final class VerifyOnTheEventLoop: ChannelInboundHandler, RemovableChannelHandler
 
     private func write(_ answer: JSONAnswer, bodyless: Bool, context: ChannelHandlerContext) {
         var fields = answer.headers
-        if !fields.contains(.contentLength) { fields[.contentLength] = String(answer.body.count) }
-        fields[.date] = httpDate()
-        fields[.server] = answering.serverName
+        // Appended, not set: the answers made here carry no Date or Server field, and a Content-Length only when
+        // `contains` finds it (setting one searches the fields and removes what it finds first).
+        if !fields.contains(.contentLength) { fields.append(HTTPField(name: .contentLength, value: String(answer.body.count))) }
+        fields.append(HTTPField(name: .date, value: httpDate()))
+        fields.append(HTTPField(name: .server, value: answering.serverName))
         context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: fields))), promise: nil)
         if !bodyless && !answer.body.isEmpty {
             context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: answer.body))), promise: nil)

@@ -1,5 +1,6 @@
 import Testing
 import TokenGuardCore
+import TokenGuardTestSupport
 
 /// The byte primitives behind "tokens are bytes": exhaustive over bytes and positions.
 struct ByteIdentityPrimitiveTests {
@@ -44,5 +45,39 @@ struct ByteIdentityPrimitiveTests {
         #expect(!"K".sameBytes(as: "\u{212A}"))
         #expect("\u{212A}" == "K")
         #expect(!"\u{E9}".sameBytes(as: "e\u{301}"))
+    }
+
+    @Test("header names equal up to ASCII letter case only: every byte pair against the rule, in place and bridged")
+    func equalIgnoringCase() {
+        func reference(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+            a.count == b.count
+                && zip(a, b).allSatisfy { x, y in
+                    x == y || (x >= 0x41 && x <= 0x5A && x + 0x20 == y) || (y >= 0x41 && y <= 0x5A && y + 0x20 == x)
+                }
+        }
+        // Every pair of single bytes (the letters, their neighbours '@' '[' '`' '{', and bytes whose 0x20 bit alone
+        // differs without being letters), then seeded names of mixed case and length.
+        for x in 0..<128 {
+            for y in 0..<128 {
+                let a = [UInt8(x)]
+                let b = [UInt8(y)]
+                #expect(
+                    ASCII.equalIgnoringCase(String(decoding: a, as: UTF8.self), String(decoding: b, as: UTF8.self)) == reference(a, b),
+                    "\(x) \(y)")
+            }
+        }
+        var random = SeededRandom(seed: 0xCA5E)
+        let alphabet = Array("aAzZ-_0@[`{x-Tokenguard-NONCE".utf8)
+        for _ in 0..<5_000 {
+            let length = Int(random.next() % 24)
+            let a = (0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }
+            var b = a.map { byte in random.next() % 3 == 0 ? (byte ^ 0x20) : byte }
+            if random.next() % 4 == 0, !b.isEmpty { b.removeLast() }
+            let left = String(decoding: a, as: UTF8.self)
+            let right = String(decoding: b, as: UTF8.self)
+            #expect(ASCII.equalIgnoringCase(left, right) == reference(a, b), "\(left.debugDescription) \(right.debugDescription)")
+        }
+        #expect(!ASCII.equalIgnoringCase("K", "\u{212A}"))
+        #expect(ASCII.equalIgnoringCase("Authorization", "authorization"))
     }
 }

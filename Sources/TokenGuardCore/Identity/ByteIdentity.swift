@@ -189,10 +189,19 @@ public enum ASCII {
 
     /// True when both have the same bytes up to ASCII letter case (header names; never Unicode case folding).
     public static func equalIgnoringCase(_ left: String, _ right: String) -> Bool {
-        left.utf8.count == right.utf8.count
-            && zip(left.utf8, right.utf8).allSatisfy { a, b in
-                a == b || (a | 0x20 == b | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(a | 0x20))
+        guard left.utf8.count == right.utf8.count else { return false }
+        func same(_ a: UInt8, _ b: UInt8) -> Bool {
+            a == b || (a | 0x20 == b | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(a | 0x20))
+        }
+        // In place (every native string): a forward-auth check compares each header's name this way.
+        let inPlace = left.utf8.withContiguousStorageIfAvailable { l in
+            right.utf8.withContiguousStorageIfAvailable { r in
+                for index in 0..<l.count where !same(l[index], r[index]) { return false }
+                return true
             }
+        }
+        if let inPlace, let result = inPlace { return result }
+        return zip(left.utf8, right.utf8).allSatisfy(same)
     }
 }
 
