@@ -122,7 +122,8 @@ struct ForwardAuthTests {
         for bad in [
             "", "x user", "x-user:", "x-üser", "x\r\nset-cookie", "Connection", "transfer-encoding", "Content-Length", "Host", "X-Tokenguard-Verdict",
             "x-tokenguard-anything", "Set-Cookie", "WWW-Authenticate", String(repeating: "x", count: 65), "X-Accel-Redirect", "x-forwarded-for",
-            "X-Real-IP", "x-envoy-original-path", "forwarded",
+            "X-Real-IP", "x-envoy-original-path", "forwarded", "Cache-Control", "expires", "Pragma", "vary", "age", "ETag", "Last-Modified",
+            "Surrogate-Control", "CDN-Cache-Control", "Date", "Server", "Retry-After", "Content-Type",
         ] {
             #expect(throws: ClaimHeaderError.self, "\(bad)") { try ClaimHeader.make(name: bad, source: .userID).get() }
         }

@@ -135,11 +135,13 @@ struct ForwardAuthE2ETests {
         let huge = try await check(server, "GET", "/v1/authz/apple", [("Authorization", "Bearer " + String(repeating: "a", count: 16 * 1024 + 1))])
         #expect(huge.status == 401 && huge.header("X-Tokenguard-Verdict") == "token_too_large")
         // Unknown providers, look-alike names and paths that only resemble the prefix.
+        var notFound: RawHTTP.Response? = nil
         for path in [
             "/v1/authz/nope", "/v1/authz/APPLE", "/v1/authz/%61pple", "/v1/authz/", "/v1/authz", "/v1/authz/./apple", "/v1/authz/../authz/apple",
         ] {
             let response = try await check(server, "GET", path, bearer(token))
             #expect(response.status == 404, "\(path)")
+            notFound = response
         }
         await #expect(try check(server, "GET", "/v1/authzapple", bearer(token)).status == 404)
         // Keys unreachable: 503 with Retry-After, never a 401.
@@ -157,6 +159,14 @@ struct ForwardAuthE2ETests {
         // HEAD: headers only, and the connection stays usable.
         let head = try await check(server, "HEAD", "/v1/authz/apple/x", bearer(forged(token)))
         #expect(head.status == 401 && head.body.isEmpty)
+        // No claim header can take the name of a field tokenguard itself puts on an answer (a second Cache-Control
+        // beside no-store, say: red team 60), whatever the answer.
+        let configured = Set(["x-user-id", "x-email", "x-groups", "x-tenant-id"])
+        for answer in [plain, unsendable, missing, down, shadowValid, shadowForged, head, twice, huge, try #require(notFound)] {
+            for field in answer.headers where !configured.contains(field.name.lowercased()) {
+                #expect(throws: ClaimHeaderError.self, "\(field.name)") { try ClaimHeader.make(name: field.name, source: .userID).get() }
+            }
+        }
 
         // Every series is made at start: their values, not their presence, say what was counted.
         let metrics = String(decoding: try await server.get("/metrics").body, as: UTF8.self)

@@ -81,11 +81,13 @@ public struct ClaimHeader: Sendable, Equatable {
     public let name: String
     public let source: ClaimSource
 
-    /// Names that belong to the connection, the message framing, proxies or tokenguard itself, never to a claim.
+    /// Names that belong to the connection, the message framing, caching, proxies or tokenguard itself (every field it
+    /// puts on an answer), never to a claim: a claim header named `cache-control` would stand beside `no-store`.
     public static let reservedNames: Set<String> = [
         "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding",
-        "upgrade", "content-length", "content-type", "content-encoding", "host", "authorization", "cookie", "set-cookie",
-        "www-authenticate", "retry-after", "date", "server", "location", "expect", "forwarded", "x-real-ip", "via",
+        "upgrade", "content-length", "content-type", "content-encoding", "content-range", "content-location", "host", "authorization",
+        "cookie", "set-cookie", "www-authenticate", "retry-after", "date", "server", "location", "expect", "forwarded", "x-real-ip", "via",
+        "cache-control", "expires", "pragma", "vary", "age", "etag", "last-modified", "surrogate-control", "cdn-cache-control",
     ]
 
     /// Name prefixes gateways act on (nginx `X-Accel-Redirect`, Envoy's own headers, the client's forwarding chain).
