@@ -223,7 +223,10 @@ struct MicrosoftVariantsE2ETests {
                 server, "customers", try token(key, tenant: Self.contoso, issuer: "https://login.microsoftonline.com/\(Self.contoso)/v2.0")
             ).1
                 == "invalid_issuer")
-        for authority in ["https://login.microsoftonline.com?x=1", "https://login.microsoftonline.com#f", "https://login.microsoftonline.com/x"] {
+        for authority in [
+            "https://login.microsoftonline.com?x=1", "https://login.microsoftonline.com#f", "https://login.microsoftonline.com/x",
+            "https://{tenantid}.example.com", "https://a{tenantid}", "https://login.microsoftonline.com:{tenantid}",
+        ] {
             #expect(throws: ConfigError.self, "\(authority)") {
                 try Configuration.parse(
                     yaml: "providers:\n  m: { kind: microsoft, audiences: [a], tenants: [\"*\"], authority: \"\(authority)\" }\n")

@@ -519,6 +519,11 @@ extension Configuration {
                 guard !afterScheme.contains("/"), !afterScheme.contains("?"), !afterScheme.contains("#") else {
                     throw ConfigError(node.key, "must be the authority's origin (no path, query or fragment), e.g. https://login.microsoftonline.us")
                 }
+                // The origin goes into the issuer template as it is: a `{tenantid}` in it would be a second placeholder
+                // (red team 60). A URL check passes it only because issuer templates may hold one.
+                guard !afterScheme.contains("{"), !afterScheme.contains("}") else {
+                    throw ConfigError(node.key, "must be a plain origin: a host name holds no { or } (the tenant goes in the path)")
+                }
             }
             let entries = try tenantsNode.stringList()
             let (rule, domains) = try parseTenants(entries, key: tenantsNode.key)
